@@ -1,0 +1,120 @@
+"""The error tree of aioproducer: every exception the library raises derives from `AioProducerError`.
+
+Families: input and configuration errors (raised at the call), transport errors (a broker connection broke),
+protocol errors (bytes that do not decode), timeouts, and `KafkaError` — one subclass per Kafka error code,
+defined in `aioproducer.kafka_errors` from Kafka's own error table.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AioProducerError",
+    "AuthenticationError",
+    "BufferExhaustedError",
+    "ConfigError",
+    "ConnectionClosedError",
+    "ConnectionFailedError",
+    "DeliveryTimeoutError",
+    "FeatureNotAvailableError",
+    "InvalidRecordError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "MetadataTimeoutError",
+    "ProducerClosedError",
+    "ProducerFencedError",
+    "ProtocolError",
+    "RecordTooLargeError",
+    "TransportError",
+    "UnknownPartitionError",
+    "UnsupportedVersionError",
+]
+
+
+class AioProducerError(Exception):
+    """Base of every error aioproducer raises."""
+
+
+class ConfigError(AioProducerError, ValueError):
+    """A producer setting, or a combination of settings, is invalid."""
+
+
+class InvalidRecordError(AioProducerError, ValueError):
+    """A record cannot be sent as given (wrong type, invalid topic name, ...)."""
+
+
+class RecordTooLargeError(InvalidRecordError):
+    """A record is larger than `max_request_size` or `buffer_memory` allows."""
+
+
+class UnknownPartitionError(InvalidRecordError):
+    """An explicit partition does not exist in the topic."""
+
+
+class ProducerClosedError(AioProducerError):
+    """The producer was closed (or never started) by its owner: nothing more can be sent."""
+
+
+class FeatureNotAvailableError(AioProducerError, NotImplementedError):
+    """A Kafka feature aioproducer does not implement yet."""
+
+
+class AuthenticationError(AioProducerError):
+    """The broker rejected the client's credentials or TLS handshake."""
+
+
+class ProtocolError(AioProducerError):
+    """Bytes from the network (or given to a decoder) are not a valid Kafka message."""
+
+
+class UnsupportedVersionError(ProtocolError):
+    """The broker and aioproducer share no version of an API the producer needs."""
+
+
+class TransportError(AioProducerError):
+    """A broker connection could not be opened or broke: something outside the producer failed."""
+
+    retriable = True
+
+
+class ConnectionFailedError(TransportError):
+    """Opening a connection to a broker failed."""
+
+
+class ConnectionClosedError(TransportError):
+    """An open broker connection closed or broke while requests were in flight."""
+
+
+class KafkaTimeoutError(AioProducerError, TimeoutError):
+    """Something did not happen within its configured time bound."""
+
+
+class MetadataTimeoutError(KafkaTimeoutError):
+    """A topic's metadata was not available within `max_block_ms`."""
+
+
+class BufferExhaustedError(KafkaTimeoutError):
+    """No buffer memory became free within `max_block_ms`."""
+
+
+class DeliveryTimeoutError(KafkaTimeoutError):
+    """A record was not acknowledged within `delivery_timeout_ms`."""
+
+
+class KafkaError(AioProducerError):
+    """An error code returned by a broker. Subclasses, one per code, live in `aioproducer.kafka_errors`.
+
+    `retriable`: Java's RetriableException hierarchy. `invalid_metadata`: the error means the client's view of
+    the cluster is stale and metadata must be refreshed before a retry.
+    """
+
+    code: int = -1
+    retriable: bool = False
+    invalid_metadata: bool = False
+    default_message: str | None = None
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message if message is not None else (self.default_message or type(self).__name__))
+
+
+class ProducerFencedError(AioProducerError):
+    """Another producer with the same identity took over; this producer can no longer write."""
