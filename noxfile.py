@@ -28,3 +28,10 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
     session.install("-e", ".[snappy]", "mypy>=1.10")
     session.run("mypy", "--strict", "aioproducer")
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The main job: start an embedded broker, produce, read back, report. Pass options after `--`."""
+    session.install("-e", ".[snappy,testing]")
+    session.run("python", "examples/demo.py", *session.posargs)

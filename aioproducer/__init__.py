@@ -2,4 +2,24 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+__version__ = "0.1.0"
+
+from . import errors
+from .config import ProducerConfig
+from .models import ProducerRecord, RecordMetadata
+from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner, TopicPartitions, murmur2
+from .producer import Producer
+
+__all__ = [
+    "DefaultPartitioner",
+    "Partitioner",
+    "Producer",
+    "ProducerConfig",
+    "ProducerRecord",
+    "RecordMetadata",
+    "RoundRobinPartitioner",
+    "TopicPartitions",
+    "__version__",
+    "errors",
+    "murmur2",
+]

@@ -1,0 +1,281 @@
+"""Per-partition queues of record batches, buffer-memory accounting, and readiness; pure.
+
+Owns *which* batches exist and *when* they may be sent (Java's RecordAccumulator): a partition's head batch is
+ready when full, when `linger_ms` has passed, when a retry's backoff has passed, or while flushing/closing or
+while senders wait for memory. Time arrives as `now_ms`; record futures are opaque "sinks" resolved elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from .compression import CompressionType
+from .idempotence import NO_SEQUENCE, IdempotenceState
+from .records import BatchBuilder, ClosedBatch
+
+__all__ = ["ProducerBatch", "RecordAccumulator", "ReadyCheck"]
+
+TopicPartition = tuple[str, int]
+# (sink, slot, timestamp_ms, key_size, value_size): enough to build a RecordMetadata without keeping the record.
+Entry = tuple[Any, int, int, int, int]
+# What a Produce request costs besides its batches: header, topic and partition framing (a generous bound).
+REQUEST_OVERHEAD_BYTES = 256
+PER_BATCH_OVERHEAD_BYTES = 64
+
+
+class ProducerBatch:
+    """Records bound for one partition, built once and sent (maybe several times) as one v2 batch."""
+
+    __slots__ = (
+        "attempts",
+        "base_sequence",
+        "builder",
+        "closed",
+        "compressing",
+        "created_ms",
+        "done_callbacks",
+        "entries",
+        "full",
+        "in_flight",
+        "partition",
+        "reserved_bytes",
+        "retry_at_ms",
+        "sealed",
+        "topic",
+        "tp",
+    )
+
+    def __init__(self, tp: TopicPartition, builder: BatchBuilder, created_ms: int) -> None:
+        self.tp = tp
+        self.topic, self.partition = tp
+        self.builder: BatchBuilder | None = builder
+        self.closed: ClosedBatch | None = None
+        self.entries: list[Entry] = []
+        self.created_ms = created_ms
+        self.attempts = 0
+        self.retry_at_ms = 0
+        self.base_sequence = NO_SEQUENCE
+        self.reserved_bytes = 0
+        self.full = False
+        self.sealed = False
+        self.compressing = False
+        self.in_flight = False
+        self.done_callbacks: list[Callable[[], None]] = []
+
+    @property
+    def record_count(self) -> int:
+        return len(self.entries)
+
+    def seal(self) -> None:
+        """No more appends: the next record for this partition starts a new batch."""
+        self.sealed = True
+
+    def close(self) -> ClosedBatch:
+        """The encoded (compressed) batch; the builder is dropped once closed."""
+        if self.closed is None:
+            self.sealed = True
+            self.closed = self.builder.close()  # type: ignore[union-attr]  # builder is set until closed is
+            self.builder = None
+        return self.closed
+
+    @property
+    def size_in_bytes(self) -> int:
+        if self.closed is not None:
+            return self.closed.size_in_bytes
+        return self.builder.estimated_size if self.builder is not None else self.reserved_bytes
+
+    def __repr__(self) -> str:
+        return f"<ProducerBatch {self.topic}-{self.partition} records={len(self.entries)} seq={self.base_sequence}>"
+
+
+class ReadyCheck:
+    """The result of `RecordAccumulator.ready`: partitions to drain per leader, and when to look again."""
+
+    __slots__ = ("next_check_ms", "ready", "unknown_leader_topics")
+
+    def __init__(self) -> None:
+        self.ready: dict[int, list[TopicPartition]] = {}
+        self.next_check_ms: int | None = None
+        self.unknown_leader_topics: set[str] = set()
+
+
+class RecordAccumulator:
+    """Batches per partition, bounded by `buffer_memory` (counted in record bytes, released on completion)."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        linger_ms: int,
+        buffer_memory: int,
+        compression: CompressionType,
+        compression_level: int | None,
+    ) -> None:
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.buffer_memory = buffer_memory
+        self.compression = compression
+        self.compression_level = compression_level
+        self.used_bytes = 0
+        self.queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.incomplete: set[ProducerBatch] = set()
+        self.flushing = 0
+        self.closing = False
+        self.memory_waiters = 0
+        self._drain_start = 0
+
+    def has_room(self, record_bytes: int) -> bool:
+        return self.used_bytes + record_bytes <= self.buffer_memory
+
+    def append(
+        self,
+        tp: TopicPartition,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        sink: Any,
+        slot: int,
+        record_bytes: int,
+        now_ms: int,
+    ) -> bool:
+        """Append one record; True when the sender should wake (a batch was created or filled)."""
+        queue = self.queues.get(tp)
+        if queue is None:
+            queue = self.queues[tp] = deque()
+        wake = False
+        last = queue[-1] if queue else None
+        if (
+            last is not None
+            and not last.sealed
+            and last.builder is not None
+            and last.builder.try_append(timestamp_ms, key, value, headers) is not None
+        ):
+            batch = last
+            builder = last.builder
+        else:
+            builder = BatchBuilder(
+                compression=self.compression, compression_level=self.compression_level, size_limit=self.batch_size
+            )
+            builder.try_append(timestamp_ms, key, value, headers)
+            if last is not None:
+                last.seal()
+            batch = ProducerBatch(tp, builder, now_ms)
+            queue.append(batch)
+            self.incomplete.add(batch)
+            wake = True
+        batch.entries.append(
+            (sink, slot, timestamp_ms, -1 if key is None else len(key), -1 if value is None else len(value))
+        )
+        batch.reserved_bytes += record_bytes
+        self.used_bytes += record_bytes
+        if not batch.full and builder.estimated_size >= self.batch_size:
+            batch.full = True
+            wake = True
+        return wake
+
+    def ready(self, now_ms: int, leader_of: Callable[[TopicPartition], int]) -> ReadyCheck:
+        """Which partitions' head batches can be sent now, grouped by leader."""
+        check = ReadyCheck()
+        force = self.flushing > 0 or self.closing or self.memory_waiters > 0
+        next_check: int | None = None
+        for tp, queue in self.queues.items():
+            if not queue:
+                continue
+            head = queue[0]
+            leader = leader_of(tp)
+            if leader < 0:
+                check.unknown_leader_topics.add(tp[0])
+                continue
+            if head.attempts > 0 and head.retry_at_ms > now_ms:
+                wait = head.retry_at_ms - now_ms
+            elif force or head.attempts > 0 or head.full or len(queue) > 1:
+                wait = 0
+            else:
+                wait = head.created_ms + self.linger_ms - now_ms
+            if wait <= 0:
+                check.ready.setdefault(leader, []).append(tp)
+            elif next_check is None or wait < next_check:
+                next_check = wait
+        check.next_check_ms = next_check
+        return check
+
+    def drain(
+        self, partitions: Sequence[TopicPartition], max_request_size: int, idempotence: IdempotenceState
+    ) -> list[ProducerBatch]:
+        """Take at most one batch per partition for one Produce request, within `max_request_size`."""
+        drained: list[ProducerBatch] = []
+        size = REQUEST_OVERHEAD_BYTES
+        count = len(partitions)
+        start = self._drain_start % count if count else 0
+        self._drain_start += 1
+        for i in range(count):
+            tp = partitions[(start + i) % count]
+            queue = self.queues.get(tp)
+            if not queue:
+                continue
+            head = queue[0]
+            if head.compressing:
+                continue
+            if head.base_sequence != NO_SEQUENCE and not idempotence.may_send_retry(tp, head.base_sequence):
+                continue
+            batch_size = head.close().size_in_bytes + PER_BATCH_OVERHEAD_BYTES
+            if drained and size + batch_size > max_request_size:
+                break
+            queue.popleft()
+            size += batch_size
+            if idempotence.enabled and head.base_sequence == NO_SEQUENCE:
+                head.base_sequence = idempotence.assign(tp, head.record_count)
+            head.in_flight = True
+            drained.append(head)
+        return drained
+
+    def reenqueue(self, batch: ProducerBatch, retry_at_ms: int) -> None:
+        """Put a batch back for a retry, ahead of newer batches and in sequence order (Java's insertInSequenceOrder)."""
+        batch.in_flight = False
+        batch.attempts += 1
+        batch.retry_at_ms = retry_at_ms
+        queue = self.queues.setdefault(batch.tp, deque())
+        position = 0
+        while (
+            position < len(queue)
+            and queue[position].base_sequence != NO_SEQUENCE
+            and batch.base_sequence != NO_SEQUENCE
+            and queue[position].base_sequence < batch.base_sequence
+        ):
+            position += 1
+        queue.insert(position, batch)
+
+    def release(self, batch: ProducerBatch) -> None:
+        """A batch is done (delivered or failed): give its memory back and run its completion callbacks."""
+        if batch not in self.incomplete:
+            return
+        self.incomplete.discard(batch)
+        self.used_bytes -= batch.reserved_bytes
+        batch.reserved_bytes = 0
+        callbacks, batch.done_callbacks = batch.done_callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def expired(self, now_ms: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
+        """Queued (not in-flight) batches whose delivery timeout has passed, removed from their queues."""
+        expired: list[ProducerBatch] = []
+        for queue in self.queues.values():
+            while queue and now_ms - queue[0].created_ms >= delivery_timeout_ms:
+                expired.append(queue.popleft())
+        return expired
+
+    def take_all_queued(self) -> list[ProducerBatch]:
+        """Every batch not in flight, removed from the queues (for close after its timeout)."""
+        batches = [batch for queue in self.queues.values() for batch in queue]
+        self.queues.clear()
+        return batches
+
+    def queued_batches(self) -> Iterable[ProducerBatch]:
+        for queue in self.queues.values():
+            yield from queue
+
+    def has_queued(self) -> bool:
+        return any(self.queues.values())

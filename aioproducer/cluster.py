@@ -1,0 +1,296 @@
+"""The async side of cluster knowledge: connections per broker, bootstrap, and Metadata refreshes.
+
+Owns connection lifecycles (opened lazily, reconnect backoff, closed on `close()`) and the futures that `send`
+awaits for a topic's metadata. Decisions about *when* to refresh live in the pure `metadata.MetadataState`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .config import ProducerConfig
+from .connection import BrokerConnection
+from .errors import AioProducerError, ConnectionFailedError, KafkaError, MetadataTimeoutError, TransportError
+from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
+from .protocol import ApiKey
+
+__all__ = ["Cluster", "parse_address"]
+
+log = logging.getLogger("aioproducer.cluster")
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """'host:port' or '[v6]:port' → (host, port)."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def monotonic_ms() -> int:
+    return int(asyncio.get_running_loop().time() * 1000)
+
+
+class _Backoff:
+    """Exponential reconnect backoff with ±20% jitter (Java's ExponentialBackoff, KIP-144/KIP-580)."""
+
+    def __init__(self, base_ms: int, max_ms: int, rng: random.Random) -> None:
+        self._base_ms, self._max_ms, self._rng = base_ms, max_ms, rng
+        self.failures = 0
+        self.next_attempt_ms = 0
+
+    def failed(self, now_ms: int) -> None:
+        delay = min(self._max_ms, self._base_ms * (2**self.failures))
+        self.failures += 1
+        self.next_attempt_ms = now_ms + int(delay * self._rng.uniform(0.8, 1.2))
+
+    def succeeded(self) -> None:
+        self.failures = 0
+        self.next_attempt_ms = 0
+
+
+class Cluster:
+    """Connections to brokers and the producer's view of the cluster."""
+
+    def __init__(self, config: ProducerConfig, wake: Callable[[], None]) -> None:
+        self._config = config
+        self._wake = wake
+        self._rng = random.Random()
+        self.state = MetadataState(
+            max_age_ms=config.metadata_max_age_ms,
+            max_idle_ms=config.metadata_max_idle_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+        )
+        self._connections: dict[int, BrokerConnection] = {}
+        self._connecting: dict[int, asyncio.Task[None]] = {}
+        self._backoffs: dict[int, _Backoff] = {}
+        self._topic_waiters: dict[str, list[asyncio.Future[TopicInfo]]] = {}
+        self._update_task: asyncio.Task[None] | None = None
+        self._bootstrap_connection: BrokerConnection | None = None
+        self._closed = False
+        self.last_error: BaseException | None = None
+
+    @property
+    def metadata(self) -> ClusterMetadata:
+        return self.state.cluster
+
+    # -- topics -------------------------------------------------------------------------------------------------
+    async def wait_for_topic(self, topic: str, timeout_ms: int) -> TopicInfo:
+        """The topic's layout, asking the cluster when it is unknown; MetadataTimeoutError after `timeout_ms`."""
+        now = monotonic_ms()
+        self.state.add_topic(topic, now)
+        info = self.state.cluster.topics.get(topic)
+        if info is not None and info.num_partitions:
+            return info
+        waiter: asyncio.Future[TopicInfo] = asyncio.get_running_loop().create_future()
+        self._topic_waiters.setdefault(topic, []).append(waiter)
+        self._wake()
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter), timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            cause = f" (last error: {self.last_error})" if self.last_error else ""
+            raise MetadataTimeoutError(
+                f"topic {topic!r} not present in metadata after {timeout_ms} ms (max_block_ms){cause}"
+            ) from None
+        finally:
+            waiters = self._topic_waiters.get(topic)
+            if waiters is not None and waiter in waiters:
+                waiters.remove(waiter)
+                if not waiters:
+                    del self._topic_waiters[topic]
+            if not waiter.done():
+                waiter.cancel()
+
+    def _resolve_waiters(self) -> None:
+        cluster = self.state.cluster
+        for topic in list(self._topic_waiters):
+            info = cluster.topics.get(topic)
+            error = cluster.topic_error(topic)
+            if info is None and error is None:
+                continue
+            for waiter in self._topic_waiters.pop(topic):
+                if waiter.done():
+                    continue
+                if info is not None:
+                    waiter.set_result(info)
+                elif error is not None:
+                    waiter.set_exception(error)
+
+    # -- metadata refresh ----------------------------------------------------------------------------------------
+    def maybe_update(self, now_ms: int) -> int:
+        """Start a Metadata request if one is due; returns ms until the next one is due."""
+        if self._closed or (self._update_task is not None and not self._update_task.done()):
+            return self._config.metadata_max_age_ms
+        delay = self.state.next_update_delay_ms(now_ms)
+        if delay == 0:
+            self.state.on_attempt(now_ms)
+            self._update_task = asyncio.get_running_loop().create_task(self._update(now_ms))
+            return self._config.retry_backoff_ms
+        return delay
+
+    def request_update(self) -> None:
+        self.state.request_update()
+
+    async def _update(self, now_ms: int) -> None:
+        topics = self.state.topics_to_request(now_ms)
+        try:
+            conn = await self._metadata_connection()
+            response = await conn.request(
+                ApiKey.METADATA, _metadata_body(topics, self._config.allow_auto_create_topics)
+            )
+            self.state.on_response(ClusterMetadata.from_response(response), topics, monotonic_ms())
+            self.last_error = None
+        except (TransportError, KafkaError) as exc:
+            self.last_error = exc
+            log.debug("metadata request failed: %s", exc)
+            self.state.on_failure(monotonic_ms())
+        except AioProducerError as exc:  # a protocol or negotiation error: fail waiters instead of retrying forever
+            self.last_error = exc
+            self.state.on_failure(monotonic_ms())
+            for waiters in self._topic_waiters.values():
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_exception(exc)
+        finally:
+            self._resolve_waiters()
+            self._drop_stale_connections()
+            self._wake()
+
+    async def _metadata_connection(self) -> BrokerConnection:
+        """A ready connection to some known broker; else the bootstrap list, tried in order (re-bootstrap)."""
+        for conn in self._connections.values():
+            if not conn.closed:
+                return conn
+        broker = self.state.pick_broker(self._rng)
+        if broker is not None:
+            try:
+                return await self._connect(broker)
+            except TransportError as exc:
+                self.last_error = exc
+        if self._bootstrap_connection is not None and not self._bootstrap_connection.closed:
+            return self._bootstrap_connection
+        errors: list[str] = []
+        for address in self._config.bootstrap_servers:
+            host, port = parse_address(address)
+            try:
+                self._bootstrap_connection = await self._open(host, port, -1)
+                return self._bootstrap_connection
+            except TransportError as exc:
+                errors.append(str(exc))
+        raise ConnectionFailedError("no bootstrap server answered: " + "; ".join(errors))
+
+    # -- connections --------------------------------------------------------------------------------------------
+    def connection(self, node_id: int) -> BrokerConnection | None:
+        """The ready connection to a broker, or None while it is (re)connecting (started here if allowed)."""
+        conn = self._connections.get(node_id)
+        if conn is not None and not conn.closed:
+            return conn
+        if node_id not in self._connecting and not self._closed:
+            broker = self.state.cluster.brokers.get(node_id)
+            backoff = self._backoffs.get(node_id)
+            if broker is not None and (backoff is None or backoff.next_attempt_ms <= monotonic_ms()):
+                task = asyncio.get_running_loop().create_task(self._connect_in_background(broker))
+                self._connecting[node_id] = task
+        return None
+
+    def next_reconnect_delay_ms(self, now_ms: int) -> int | None:
+        delays = [b.next_attempt_ms - now_ms for b in self._backoffs.values() if b.next_attempt_ms > now_ms]
+        return min(delays) if delays else None
+
+    async def _connect_in_background(self, broker: BrokerInfo) -> None:
+        try:
+            await self._connect(broker)
+        except TransportError as exc:
+            self.last_error = exc
+            log.debug("connecting to broker %s failed: %s", broker.node_id, exc)
+            self.state.request_update()
+        except AioProducerError as exc:
+            self.last_error = exc
+        finally:
+            self._connecting.pop(broker.node_id, None)
+            self._wake()
+
+    async def _connect(self, broker: BrokerInfo) -> BrokerConnection:
+        conn = self._connections.get(broker.node_id)
+        if conn is not None and not conn.closed:
+            return conn
+        backoff = self._backoffs.setdefault(
+            broker.node_id,
+            _Backoff(self._config.reconnect_backoff_ms, self._config.reconnect_backoff_max_ms, self._rng),
+        )
+        try:
+            conn = await self._open(broker.host, broker.port, broker.node_id)
+        except TransportError:
+            backoff.failed(monotonic_ms())
+            raise
+        backoff.succeeded()
+        if self._closed:
+            conn.close()
+            raise ConnectionFailedError("producer closed while connecting")
+        self._connections[broker.node_id] = conn
+        return conn
+
+    async def _open(self, host: str, port: int, node_id: int) -> BrokerConnection:
+        conn = await BrokerConnection.open(
+            host,
+            port,
+            node_id=node_id,
+            client_id=self._config.client_id,
+            request_timeout_ms=self._config.request_timeout_ms,
+            connect_timeout_ms=self._config.socket_connection_setup_timeout_ms,
+        )
+        conn.on_lost = self._on_connection_lost
+        return conn
+
+    def _on_connection_lost(self, conn: BrokerConnection) -> None:
+        if self._connections.get(conn.node_id) is conn:
+            del self._connections[conn.node_id]
+        if not self._closed:
+            self.state.request_update()
+            self._wake()
+
+    def _drop_stale_connections(self) -> None:
+        """Close connections to brokers that left the cluster."""
+        brokers = self.state.cluster.brokers
+        for node_id in [n for n in self._connections if brokers and n not in brokers]:
+            self._connections.pop(node_id).close()
+
+    def any_connection(self) -> BrokerConnection | None:
+        """Some ready connection (for cluster-wide requests such as InitProducerId); starts one if there is none."""
+        for conn in self._connections.values():
+            if not conn.closed:
+                return conn
+        if self._bootstrap_connection is not None and not self._bootstrap_connection.closed:
+            return self._bootstrap_connection
+        for node_id in self.state.cluster.brokers:
+            self.connection(node_id)
+        return None
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks: list[asyncio.Task[Any]] = list(self._connecting.values())
+        if self._update_task is not None:
+            tasks.append(self._update_task)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for conn in list(self._connections.values()):
+            conn.close()
+        self._connections.clear()
+        if self._bootstrap_connection is not None:
+            self._bootstrap_connection.close()
+        for waiters in self._topic_waiters.values():
+            for waiter in waiters:
+                waiter.cancel()
+        self._topic_waiters.clear()
+
+
+def _metadata_body(topics: Sequence[str], allow_auto_create: bool) -> dict[str, Any]:
+    return {
+        "topics": [{"name": topic} for topic in topics],
+        "allow_auto_topic_creation": allow_auto_create,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }

@@ -1,0 +1,433 @@
+"""`ProducerConfig`: the producer's settings with Java's names (dots → underscores), defaults and validation rules.
+
+Parses and validates only; imports nothing from aioproducer but `errors` and `serializers`, and does no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias
+
+from aioproducer.compression import CompressionType, validate_level
+from aioproducer.errors import ConfigError, FeatureNotAvailableError
+from aioproducer.serializers import Serializer, resolve_serializer
+
+__all__ = ["COMPRESSION_LEVELS", "PartitionerLike", "ProducerConfig", "SerializerSpec"]
+
+
+class PartitionerLike(Protocol):
+    """Anything with a `partition(...)` method can be given as `partitioner`."""
+
+    def partition(self, *args: Any, **kwargs: Any) -> int: ...
+
+
+SerializerSpec: TypeAlias = "Literal['bytes', 'str', 'json'] | Serializer | None"
+
+_I32 = 2**31 - 1  # Java int settings
+_I64 = 2**63 - 1  # Java long settings
+
+# Java's CompressionType level validators (KIP-390): gzip is 1..9 or -1 (Deflater.DEFAULT_COMPRESSION),
+# lz4 1..17, zstd Zstd.minCompressionLevel() (-131072) .. 22; snappy and none take no level.
+COMPRESSION_LEVELS: Mapping[str, range] = {"gzip": range(-1, 10), "lz4": range(1, 18), "zstd": range(-131072, 23)}
+_LEVEL_KEYS = {
+    key: codec for codec in COMPRESSION_LEVELS for key in (f"compression.{codec}.level", f"compression_{codec}_level")
+}
+
+_BOOLS = ("partitioner_ignore_keys", "allow_auto_create_topics")
+_COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_PARTITIONERS = ("default", "round_robin", "uniform_sticky")
+_JAVA_CLASSES = {  # class names from pasted Java configs → our names
+    "org.apache.kafka.clients.producer.RoundRobinPartitioner": "round_robin",
+    "org.apache.kafka.clients.producer.UniformStickyPartitioner": "uniform_sticky",
+    "org.apache.kafka.clients.producer.internals.DefaultPartitioner": "default",
+    "org.apache.kafka.common.serialization.ByteArraySerializer": "bytes",
+    "org.apache.kafka.common.serialization.BytesSerializer": "bytes",
+    "org.apache.kafka.common.serialization.ByteBufferSerializer": "bytes",
+    "org.apache.kafka.common.serialization.StringSerializer": "str",
+}
+# Java producer settings aioproducer does not implement: naming one is a missing feature, not a typo.
+_UNSUPPORTED_JAVA = frozenset(
+    "client.dns.lookup send.buffer.bytes receive.buffer.bytes interceptor.classes metric.reporters "  # noqa: SIM905
+    "metrics.num.samples metrics.recording.level metrics.sample.window.ms enable.metrics.push "
+    "partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms transaction.timeout.ms "
+    "transaction.two.phase.commit.enable security.providers metadata.recovery.strategy "
+    "metadata.recovery.rebootstrap.trigger.ms config.providers".split()
+)
+_ADDRESS = re.compile(r"(?:\[(?P<ipv6>[0-9A-Fa-f:.]+(?:%[\w.-]+)?)\]|(?P<host>[\w.-]+)):(?P<port>\d{1,5})")
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _int(default: int, lowest: int = 0) -> int:
+    """A setting Java types `int`; (lowest, highest) from Java's ConfigDef (ProducerConfig.CONFIG, Kafka 4.0)."""
+    return field(default=default, metadata={"range": (lowest, _I32)})
+
+
+def _long(default: int, lowest: int = 0) -> int:
+    """A setting Java types `long`."""
+    return field(default=default, metadata={"range": (lowest, _I64)})
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class ProducerConfig:
+    """Every producer setting, normalized and validated on construction (`build()` also takes Java's names).
+
+    Defaults are Kafka 4.0's. `repr()` shows only settings that differ from their default and never prints a
+    field marked `metadata={"secret": True}`.
+    """
+
+    bootstrap_servers: tuple[str, ...] = ()  # required, as in Java: "host:port" entries, IPv6 as "[::1]:9092"
+    client_id: str = "aioproducer"
+    acks: Literal[-1, 0, 1] = -1  # -1 is "all"
+    enable_idempotence: bool | None = None  # None: on unless other settings conflict (see `idempotence`)
+    compression_type: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "none"
+    compression_level: int | None = field(default=None, metadata={"java": None})  # None: the codec's default
+    linger_ms: int = _long(5)
+    batch_size: int = _int(16384)
+    buffer_memory: int = _long(33554432)
+    max_block_ms: int = _long(60000)
+    max_request_size: int = _int(1048576)
+    request_timeout_ms: int = _int(30000)
+    delivery_timeout_ms: int = _int(120000)
+    retries: int = _int(2147483647)
+    retry_backoff_ms: int = _long(100)
+    retry_backoff_max_ms: int = _long(1000)
+    metadata_max_age_ms: int = _long(300000)
+    metadata_max_idle_ms: int = _long(300000, lowest=5000)
+    max_in_flight_requests_per_connection: int = _int(5, lowest=1)
+    reconnect_backoff_ms: int = _long(50)
+    reconnect_backoff_max_ms: int = _long(1000)
+    connections_max_idle_ms: int = _long(540000, lowest=-1)  # Java's Selector: negative = never
+    socket_connection_setup_timeout_ms: int = _long(10000)
+    socket_connection_setup_timeout_max_ms: int = _long(30000)
+    partitioner: str | PartitionerLike = field(default="default", metadata={"java": "partitioner.class"})
+    partitioner_ignore_keys: bool = False
+    key_serializer: SerializerSpec = None
+    value_serializer: SerializerSpec = None
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    transactional_id: str | None = None
+    allow_auto_create_topics: bool = True
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            parse = _PARSERS.get(f.name)
+            if parse is not None:
+                object.__setattr__(self, f.name, parse(f.name, getattr(self, f.name)))
+        self._clamp_backoff_maxima()
+        self.validate()
+
+    @classmethod
+    def build(cls, config: Mapping[str, Any] | None = None, /, **settings: Any) -> ProducerConfig:
+        """A config from Java-style keys (`{"linger.ms": "5"}`), Python keyword arguments, or both.
+
+        The same setting given twice with different values, an unknown key, a wrong type or a value out of range
+        raises `ConfigError`; a Java setting aioproducer does not implement raises `FeatureNotAvailableError`.
+        """
+        merged: dict[str, tuple[str, Any]] = {}  # field → (key as given, value)
+        levels: dict[str, tuple[str, Any]] = {}  # codec → (key as given, value)
+        for key, value in [*(config or {}).items(), *settings.items()]:
+            if key in _LEVEL_KEYS:
+                _put(levels, _LEVEL_KEYS[key], key, value, _parse_level)
+            else:
+                name = _field_for(key)
+                _put(merged, name, key, value, _PARSERS[name])
+        _merge_codec_level(merged, levels)
+        return cls(**{name: value for name, (_key, value) in merged.items()})
+
+    def validate(self) -> None:
+        """Check the rules between settings (Java's ProducerConfig.postProcessParsedConfig and KafkaProducer)."""
+        # KafkaProducer.configureDeliveryTimeout: a batch may linger, then wait a full request before it expires.
+        floor = self.linger_ms + self.request_timeout_ms
+        if self.delivery_timeout_ms < floor:
+            raise ConfigError(
+                f"delivery_timeout_ms={self.delivery_timeout_ms} must be at least linger_ms + request_timeout_ms "
+                f"= {floor}: raise delivery_timeout_ms or lower the other two"
+            )
+        self._check_compression_level()
+        conflicts = self._idempotence_conflicts()
+        if self.enable_idempotence and conflicts:
+            raise ConfigError(
+                f"enable_idempotence=True conflicts with {' and '.join(conflicts)}: change those settings, "
+                f"or set enable_idempotence=False (or leave it unset to turn it off silently)"
+            )
+
+    @property
+    def idempotence(self) -> bool:
+        """Whether the producer is idempotent: explicit `enable_idempotence`, else on unless a setting conflicts.
+
+        Java 3.2+ (KIP-679, ProducerConfig.postProcessAndValidateIdempotenceConfigs) drops an unset
+        enable.idempotence when acks or retries rule it out; it raises for max.in.flight > 5, which we drop too.
+        """
+        if self.enable_idempotence is not None:
+            return self.enable_idempotence
+        return not self._idempotence_conflicts()
+
+    @property
+    def bootstrap_addresses(self) -> tuple[tuple[str, int], ...]:
+        """`bootstrap_servers` as (host, port) pairs, IPv6 hosts without their brackets."""
+        return tuple(_split_address(address) for address in self.bootstrap_servers)
+
+    def __repr__(self) -> str:
+        shown = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "bootstrap_servers" or value != f.default:
+                shown.append(f"{f.name}={_show(f.name, value, f.metadata)}")
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+    def _idempotence_conflicts(self) -> list[str]:
+        conflicts = []
+        if self.acks != -1:
+            conflicts.append(f"acks={self.acks} (idempotence needs acks='all')")
+        # Brokers keep the last 5 batches per producer and partition (ProducerStateEntry.NUM_BATCHES_TO_RETAIN).
+        if (in_flight := self.max_in_flight_requests_per_connection) > 5:
+            conflicts.append(f"max_in_flight_requests_per_connection={in_flight} (idempotence allows at most 5)")
+        if self.retries == 0:
+            conflicts.append("retries=0 (idempotence needs retries)")
+        return conflicts
+
+    def _check_compression_level(self) -> None:
+        if self.compression_level is None:
+            return
+        levels = COMPRESSION_LEVELS.get(self.compression_type)
+        if levels is None:
+            raise ConfigError(
+                f"compression_level={self.compression_level} has no meaning for compression_type="
+                f"{self.compression_type!r}: levels exist for gzip, lz4 and zstd only; remove compression_level"
+            )
+        if self.compression_level not in levels or not _level_allowed(self.compression_type, self.compression_level):
+            raise ConfigError(
+                f"compression_level={self.compression_level} is out of range for {self.compression_type}: "
+                f"{_levels_text(self.compression_type)}"
+            )
+
+    def _clamp_backoff_maxima(self) -> None:
+        # Java (KIP-580) keeps a maximum below its base and backs off statically at the *maximum*; we raise the
+        # maximum to the base instead, so the base the user chose is never undercut: a static backoff at the base.
+        for base, maximum in (
+            ("retry_backoff_ms", "retry_backoff_max_ms"),
+            ("reconnect_backoff_ms", "reconnect_backoff_max_ms"),
+            ("socket_connection_setup_timeout_ms", "socket_connection_setup_timeout_max_ms"),
+        ):
+            object.__setattr__(self, maximum, max(getattr(self, base), getattr(self, maximum)))
+
+
+# ---- keys ---------------------------------------------------------------------------------------------------
+
+
+def _java_names() -> dict[str, str]:
+    names = {}
+    for f in dataclasses.fields(ProducerConfig):
+        java = f.metadata.get("java", f.name.replace("_", "."))
+        if java is not None:
+            names[java] = f.name
+    return names
+
+
+def _field_for(key: object) -> str:
+    if not isinstance(key, str):
+        raise ConfigError(f"setting names must be str, got {type(key).__name__} {key!r}")
+    if key in _PARSERS:
+        return key
+    if key in _JAVA_TO_FIELD:
+        return _JAVA_TO_FIELD[key]
+    if key in _UNSUPPORTED_JAVA or key.startswith(("ssl.", "sasl.")):
+        raise FeatureNotAvailableError(
+            f"the Kafka producer setting {key!r} is not supported by aioproducer yet: remove it"
+        )
+    known = [*_PARSERS, *_JAVA_TO_FIELD, *_LEVEL_KEYS]
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else "see the ProducerConfig fields for the supported settings"
+    raise ConfigError(f"unknown producer setting {key!r}: {hint}")
+
+
+def _put(into: dict[str, tuple[str, Any]], name: str, key: str, value: Any, parse: Callable[[str, Any], Any]) -> None:
+    if name in into:
+        first_key, first = into[name]
+        if parse(name, first) != parse(name, value):
+            raise ConfigError(
+                f"{name} is given twice with different values: {first_key}={_show(name, first)} and "
+                f"{key}={_show(name, value)}; keep one"
+            )
+    into[name] = (key, value)
+
+
+def _merge_codec_level(merged: dict[str, tuple[str, Any]], levels: dict[str, tuple[str, Any]]) -> None:
+    # Java keeps one level per codec (compression.gzip.level, ...) and uses the one of compression.type;
+    # the others are validated but have no effect, as in Java.
+    for other, (_key, value) in levels.items():
+        _parse_level(other, value)
+    codec = _parse_choice("compression_type", merged.get("compression_type", ("", "none"))[1], _COMPRESSION_TYPES)
+    if codec in levels:
+        key, value = levels[codec]
+        _put(merged, "compression_level", key, value, _parse_optional_int)
+
+
+# ---- parsers: (setting name, value as given) → normalized value, or ConfigError ----------------------------
+
+
+def _parse_int(name: str, value: Any) -> int:
+    lowest, highest = _INT_RANGES[name]
+    number = _to_int(name, value)
+    if number < lowest:
+        raise ConfigError(f"{name} must be at least {lowest}, got {number}")
+    if number > highest:
+        raise ConfigError(f"{name} must be at most {highest}, got {number}")
+    return number
+
+
+def _to_int(name: str, value: Any) -> int:
+    if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ConfigError(f"{name} must be an integer (or a string of digits), got {type(value).__name__} {value!r}")
+
+
+def _parse_optional_int(name: str, value: Any) -> int | None:
+    return None if value is None else _to_int(name, value)
+
+
+def _parse_level(codec: str, value: Any) -> int:
+    level = _to_int(f"compression.{codec}.level", value)
+    if level not in COMPRESSION_LEVELS[codec] or not _level_allowed(codec, level):
+        raise ConfigError(f"compression.{codec}.level={level} is out of range: {_levels_text(codec)}")
+    return level
+
+
+def _level_allowed(codec: str, level: int) -> bool:
+    """The codec's own rule (gzip takes 1..9 or -1, not 0), so a bad level fails here, not at the first batch."""
+    try:
+        validate_level(CompressionType.from_name(codec), level)
+    except ConfigError:
+        return False
+    return True
+
+
+def _levels_text(codec: str) -> str:
+    levels = COMPRESSION_LEVELS[codec]
+    extra = " except 0 (-1 is zlib's default)" if codec == "gzip" else ""
+    return f"{codec} levels run from {levels.start} to {levels.stop - 1}{extra}"
+
+
+def _parse_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"{name} must be True or False (or 'true'/'false'), got {type(value).__name__} {value!r}")
+
+
+def _parse_optional_bool(name: str, value: Any) -> bool | None:
+    return None if value is None else _parse_bool(name, value)
+
+
+def _parse_choice(name: str, value: Any, choices: tuple[str, ...], *, upper: bool = False) -> str:
+    if isinstance(value, str):
+        spelled = value.strip().upper() if upper else value.strip().lower()
+        if spelled in choices:
+            return spelled
+    close = difflib.get_close_matches(str(value), choices, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ConfigError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}{hint}")
+
+
+def _parse_acks(name: str, value: Any) -> int:
+    if isinstance(value, str) and value.strip().lower() in ("all", "-1", "0", "1"):
+        return -1 if value.strip().lower() == "all" else int(value)
+    if type(value) is int and value in (-1, 0, 1):
+        return value
+    raise ConfigError(f"{name} must be 'all' (same as -1), 0 or 1, got {value!r}")
+
+
+def _parse_bootstrap(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        entries = value.split(",")
+    elif isinstance(value, list | tuple) and all(isinstance(entry, str) for entry in value):
+        entries = list(value)
+    else:
+        raise ConfigError(f"{name} must be a 'host:port,host:port' string or a list of them, got {value!r}")
+    # Java's ClientUtils.parseAndValidateAddresses skips blank entries ("h1:9092, ,h2:9092" is fine).
+    servers = tuple(_check_address(name, entry.strip()) for entry in entries if entry.strip())
+    if not servers:
+        raise ConfigError(f"{name} is required: give at least one broker as 'host:port', e.g. 'localhost:9092'")
+    return servers
+
+
+def _check_address(name: str, address: str) -> str:
+    match = _ADDRESS.fullmatch(address)
+    if match is None or not 0 < int(match["port"]) < 65536:
+        bare_ipv6 = address.count(":") > 1 and "[" not in address
+        ipv6_hint = " (write IPv6 addresses in brackets: '[::1]:9092')" if bare_ipv6 else ""
+        raise ConfigError(f"{name} entry {address!r} is not 'host:port' with a port from 1 to 65535{ipv6_hint}")
+    return address
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def _parse_text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a str, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _parse_partitioner(name: str, value: Any) -> str | PartitionerLike:
+    if isinstance(value, str):
+        return _parse_choice(name, _JAVA_CLASSES.get(value.strip(), value), _PARTITIONERS)
+    if isinstance(value, type) or not callable(getattr(value, "partition", None)):
+        raise ConfigError(
+            f"{name} must be one of {', '.join(map(repr, _PARTITIONERS))} or an object (an instance, not a class) "
+            f"with a partition() method, got {value!r}"
+        )
+    partitioner: PartitionerLike = value
+    return partitioner
+
+
+def _parse_serializer(name: str, value: Any) -> Any:
+    spec = _JAVA_CLASSES.get(value.strip(), value.strip()) if isinstance(value, str) else value
+    resolve_serializer(spec, role="key" if name == "key_serializer" else "value")  # ConfigError unless usable
+    return spec
+
+
+def _parse_transactional_id(name: str, value: Any) -> None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{name} must be None or a non-empty str, got {value!r}")
+    raise FeatureNotAvailableError(f"transactions are not supported yet: remove {name}={value!r}")
+
+
+def _show(name: str, value: Any, metadata: Mapping[str, Any] | None = None) -> str:
+    # A field marked secret (a future password or token) is never echoed in a repr or an error message.
+    if metadata is None:
+        fields = {f.name: f for f in dataclasses.fields(ProducerConfig)}
+        metadata = fields[name].metadata if name in fields else {}
+    return "'***'" if metadata.get("secret") and value is not None else repr(value)
+
+
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    f.name: f.metadata["range"] for f in dataclasses.fields(ProducerConfig) if "range" in f.metadata
+}
+_PARSERS: dict[str, Callable[[str, Any], Any]] = {
+    **dict.fromkeys(_INT_RANGES, _parse_int),
+    **dict.fromkeys(_BOOLS, _parse_bool),
+    "bootstrap_servers": _parse_bootstrap,
+    "client_id": _parse_text,
+    "acks": _parse_acks,
+    "enable_idempotence": _parse_optional_bool,
+    "compression_type": lambda name, value: _parse_choice(name, value, _COMPRESSION_TYPES),
+    "compression_level": _parse_optional_int,
+    "partitioner": _parse_partitioner,
+    "key_serializer": _parse_serializer,
+    "value_serializer": _parse_serializer,
+    "security_protocol": lambda name, value: _parse_choice(name, value, _SECURITY_PROTOCOLS, upper=True),
+    "transactional_id": _parse_transactional_id,
+}
+_JAVA_TO_FIELD = _java_names()

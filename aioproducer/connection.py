@@ -1,0 +1,259 @@
+"""One broker connection: the socket, framing, correlation ids → futures, version negotiation, request timeouts.
+
+Built on an asyncio Protocol so bytes go straight from the transport into the sans-I/O frame decoder. OS errors
+are mapped to `aioproducer.errors.TransportError` here, once; nothing above sees a socket exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from . import __version__
+from .errors import (
+    AioProducerError,
+    ConnectionClosedError,
+    ConnectionFailedError,
+    ProtocolError,
+    TransportError,
+)
+from .protocol import (
+    ApiKey,
+    FrameDecoder,
+    api_versions_error_code,
+    api_versions_fallback_version,
+    decode_response,
+    encode_request,
+    negotiate_versions,
+)
+
+__all__ = ["BrokerConnection", "RequestTimedOutError"]
+
+log = logging.getLogger("aioproducer.connection")
+
+_UNSUPPORTED_VERSION = 35
+_NEGOTIATED_APIS = (ApiKey.PRODUCE, ApiKey.METADATA, ApiKey.INIT_PRODUCER_ID)
+_OPTIONAL_APIS = (ApiKey.CREATE_TOPICS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+
+Decoder = Callable[[bytes], dict[str, Any]]
+
+
+class RequestTimedOutError(TransportError):
+    """A request got no response within `request_timeout_ms`; the connection was closed (as Java does)."""
+
+
+class _Pending:
+    __slots__ = ("decoder", "future", "timer")
+
+    def __init__(self, future: asyncio.Future[dict[str, Any]], decoder: Decoder, timer: asyncio.TimerHandle) -> None:
+        self.future = future
+        self.decoder = decoder
+        self.timer = timer
+
+
+class BrokerConnection(asyncio.Protocol):
+    """A connection to one broker. Create with `await BrokerConnection.open(...)`."""
+
+    def __init__(self, node_id: int, host: str, port: int, *, client_id: str, request_timeout_ms: int) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.versions: dict[ApiKey, int] = {}
+        self.on_lost: Callable[[BrokerConnection], None] | None = None
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._decoder = FrameDecoder()
+        self._pending: dict[int, _Pending] = {}
+        self._next_correlation_id = 0
+        self._closed_error: TransportError | None = None
+        self._write_paused = False
+
+    def __repr__(self) -> str:
+        return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
+
+    @classmethod
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        *,
+        node_id: int = -1,
+        client_id: str,
+        request_timeout_ms: int,
+        connect_timeout_ms: int,
+    ) -> BrokerConnection:
+        """Connect and negotiate API versions; raises ConnectionFailedError (or the broker's error) on failure."""
+        loop = asyncio.get_running_loop()
+        conn = cls(node_id, host, port, client_id=client_id, request_timeout_ms=request_timeout_ms)
+        try:
+            await asyncio.wait_for(loop.create_connection(lambda: conn, host, port), connect_timeout_ms / 1000)
+        except (OSError, TimeoutError) as exc:
+            raise ConnectionFailedError(f"cannot connect to broker {host}:{port}: {exc or 'timed out'}") from exc
+        try:
+            await conn._negotiate_versions()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # a stream transport: create_connection made it
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except ProtocolError as exc:
+            self._abort(ConnectionClosedError(f"broker {self.host}:{self.port} sent a malformed frame: {exc}"))
+            return
+        for correlation_id, payload in frames:
+            pending = self._pending.pop(correlation_id, None)
+            if pending is None:
+                # A reply nobody waits for: brokers such as Tansu answer acks=0 Produce requests anyway.
+                continue
+            pending.timer.cancel()
+            if pending.future.done():
+                continue
+            try:
+                pending.future.set_result(pending.decoder(payload))
+            except ProtocolError as exc:
+                pending.future.set_exception(exc)
+                self._abort(ConnectionClosedError(f"broker {self.host}:{self.port} sent an undecodable response"))
+                return
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = f": {exc}" if exc else ""
+        self._fail_all(
+            self._closed_error or ConnectionClosedError(f"connection to {self.host}:{self.port} lost{reason}")
+        )
+        if self.on_lost is not None:
+            self.on_lost(self)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+
+    # -- requests -----------------------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed_error is not None or self._transport is None or self._transport.is_closing()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    @property
+    def writable(self) -> bool:
+        return not self._write_paused and not self.closed
+
+    def send(
+        self,
+        api_key: ApiKey,
+        body: Mapping[str, Any],
+        *,
+        version: int | None = None,
+        expect_response: bool = True,
+        decoder: Decoder | None = None,
+    ) -> asyncio.Future[dict[str, Any]] | None:
+        """Write one request now. Returns a future of the decoded response, or None when none is expected."""
+        if self._closed_error is not None or self._transport is None:
+            raise self._closed_error or ConnectionClosedError(f"connection to {self.host}:{self.port} is closed")
+        api_version = self.versions[api_key] if version is None else version
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(api_key, api_version, correlation_id, self.client_id, body)
+        future: asyncio.Future[dict[str, Any]] | None = None
+        if expect_response:
+            future = self._loop.create_future()
+            timer = self._loop.call_later(self.request_timeout_s, self._on_timeout, correlation_id)
+            self._pending[correlation_id] = _Pending(future, decoder or _response_decoder(api_key, api_version), timer)
+        self._transport.write(frame)
+        return future
+
+    async def request(self, api_key: ApiKey, body: Mapping[str, Any], *, version: int | None = None) -> dict[str, Any]:
+        future = self.send(api_key, body, version=version)
+        if future is None:  # pragma: no cover - expect_response defaults to True
+            raise RuntimeError("no response expected")
+        return await future
+
+    def close(self) -> None:
+        """Close now; requests in flight fail with ConnectionClosedError."""
+        self._abort(ConnectionClosedError(f"connection to {self.host}:{self.port} closed by the producer"))
+
+    # -- internals ----------------------------------------------------------------------------------------------
+    def _on_timeout(self, correlation_id: int) -> None:
+        if correlation_id in self._pending:
+            self._abort(
+                RequestTimedOutError(
+                    f"no response from broker {self.host}:{self.port} within {self.request_timeout_s * 1000:.0f} ms"
+                )
+            )
+
+    def _abort(self, error: TransportError) -> None:
+        if self._closed_error is None:
+            self._closed_error = error
+        self._fail_all(self._closed_error)
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.abort()
+
+    def _fail_all(self, error: AioProducerError) -> None:
+        pending, self._pending = self._pending, {}
+        for entry in pending.values():
+            entry.timer.cancel()
+            if not entry.future.done():
+                entry.future.set_exception(error)
+                # Callers may have stopped waiting (e.g. on close): mark it seen so asyncio does not log it.
+                entry.future.exception()
+        self._closed_error = self._closed_error or (error if isinstance(error, TransportError) else None)
+
+    async def _negotiate_versions(self) -> None:
+        """ApiVersions at our highest version, falling back as real clients do (KIP-511)."""
+        version = 3
+        for _ in range(3):
+            response = await self.request(
+                ApiKey.API_VERSIONS,
+                {"client_software_name": "aioproducer", "client_software_version": __version__},
+                version=version,
+            )
+            if response["error_code"] == _UNSUPPORTED_VERSION:
+                version = response["fallback_version"]
+                continue
+            if response["error_code"] != 0:
+                from .kafka_errors import kafka_error
+
+                raise kafka_error(response["error_code"], f"ApiVersions failed on {self.host}:{self.port}")
+            broker = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
+            self.versions = negotiate_versions(broker, _NEGOTIATED_APIS)
+            self.versions.update(_optional_versions(broker))
+            return
+        raise ProtocolError(f"broker {self.host}:{self.port} kept rejecting ApiVersions")
+
+
+def _optional_versions(broker: Mapping[int, tuple[int, int]]) -> dict[ApiKey, int]:
+    found: dict[ApiKey, int] = {}
+    for api in _OPTIONAL_APIS:
+        if api in broker:
+            try:
+                found.update(negotiate_versions(broker, (api,)))
+            except AioProducerError:
+                continue
+    return found
+
+
+def _response_decoder(api_key: ApiKey, api_version: int) -> Decoder:
+    if api_key == ApiKey.API_VERSIONS:
+        return lambda payload: _decode_api_versions(api_version, payload)
+    return lambda payload: decode_response(api_key, api_version, payload)
+
+
+def _decode_api_versions(api_version: int, payload: bytes) -> dict[str, Any]:
+    code = api_versions_error_code(payload)
+    if code == _UNSUPPORTED_VERSION:
+        return {"error_code": code, "fallback_version": api_versions_fallback_version(payload)}
+    return decode_response(ApiKey.API_VERSIONS, api_version, payload)

