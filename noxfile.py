@@ -1,4 +1,7 @@
-"""Developer sessions: tests, lint, typecheck, demo. Each works on a fresh machine with only Python and the registries."""
+"""Developer sessions: tests, lint, typecheck, demo.
+
+Each works on a fresh machine with only Python and the registries.
+"""
 
 from __future__ import annotations
 

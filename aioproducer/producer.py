@@ -167,7 +167,9 @@ class Producer:
 
         Cancelling `send` after the record was buffered does not unsend it: it is still delivered.
         """
-        future = await self.enqueue(topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
+        future = await self.enqueue(
+            topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
+        )
         return await future
 
     async def enqueue(
@@ -337,14 +339,17 @@ class Producer:
 
     def _closed_error(self) -> ProducerClosedError:
         if self._state == _NEW:
-            return ProducerClosedError("the producer was not started: use `async with Producer(...)` or `await start()`")
+            return ProducerClosedError(
+                "the producer was not started: use `async with Producer(...)` or `await start()`"
+            )
         return ProducerClosedError(f"the producer is {self._state}: no more records can be sent")
 
 
 def _check_partition(topic: str, partition: int, info: TopicInfo) -> None:
     if type(partition) is not int or not 0 <= partition < info.num_partitions:
         raise UnknownPartitionError(
-            f"partition {partition!r} does not exist in topic {topic!r}, which has partitions 0..{info.num_partitions - 1}"
+            f"partition {partition!r} does not exist in topic {topic!r}, "
+            f"which has partitions 0..{info.num_partitions - 1}"
         )
 
 
@@ -356,4 +361,4 @@ def _resolve_partitioner(cfg: ProducerConfig) -> Partitioner:
         return DefaultPartitioner(cfg.batch_size, ignore_keys=True)
     if spec == "round_robin":
         return RoundRobinPartitioner()
-    return spec  # type: ignore[no-any-return]  # validated by ProducerConfig: an object with `partition`
+    return spec  # type: ignore[return-value]  # validated by ProducerConfig: an object with `partition`

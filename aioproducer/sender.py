@@ -8,6 +8,7 @@ woken. Response handling is synchronous and classifies each partition's error: d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Callable
@@ -90,10 +91,8 @@ class Sender:
             reconnect = self._cluster.next_reconnect_delay_ms(now)
             if reconnect is not None:
                 delay = min(delay, reconnect)
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), max(delay, 1) / 1000)
-            except asyncio.TimeoutError:
-                pass
 
     async def close(self) -> None:
         self.stop()

@@ -20,7 +20,7 @@ _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
 def check_topic(topic: object) -> None:
-    """Kafka's topic rules (Java's Topic.validate): 1–249 of [a-zA-Z0-9._-], not '.' or '..'."""
+    """Kafka's topic rules (Java's Topic.validate): 1 to 249 of [a-zA-Z0-9._-], not '.' or '..'."""
     if not isinstance(topic, str):
         raise InvalidRecordError(f"topic must be a str, got {type(topic).__name__}")
     if topic in (".", "..") or not _TOPIC_NAME.fullmatch(topic):

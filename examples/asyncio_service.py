@@ -1,6 +1,6 @@
 """A plain asyncio service: workers take orders from a queue and publish each one with `await producer.send`.
 
-    python examples/asyncio_service.py --bootstrap 127.0.0.1:9092 --orders 100
+python examples/asyncio_service.py --bootstrap 127.0.0.1:9092 --orders 100
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import json
 from aioproducer import Producer, RecordMetadata
 
 
-async def publish_orders(producer: Producer, orders: asyncio.Queue[dict[str, object] | None], topic: str) -> list[RecordMetadata]:
+async def publish_orders(
+    producer: Producer, orders: asyncio.Queue[dict[str, object] | None], topic: str
+) -> list[RecordMetadata]:
     """One worker: publish orders keyed by customer (so a customer's orders stay in order) until it gets None."""
     delivered: list[RecordMetadata] = []
     while (order := await orders.get()) is not None:

@@ -80,8 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     per_partition: dict[int, int] = {}
     for record in records:
         per_partition[record.partition] = per_partition.get(record.partition, 0) + 1
-    print(f"delivered {delivered:,} records, failed {failed:,}, in {seconds:.2f} s "
-          f"({delivered / max(seconds, 1e-9):,.0f} records/s)")
+    print(
+        f"delivered {delivered:,} records, failed {failed:,}, in {seconds:.2f} s "
+        f"({delivered / max(seconds, 1e-9):,.0f} records/s)"
+    )
     print(f"read back {len(records):,} records; per partition: {dict(sorted(per_partition.items()))}")
     ok = failed == 0 and len(records) == delivered == args.records
     print("OK: every record delivered and read back exactly once" if ok else "MISMATCH: see the counts above")

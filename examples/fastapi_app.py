@@ -1,7 +1,7 @@
 """A FastAPI app that publishes events: the producer lives in the app's lifespan, a POST handler awaits `send`.
 
-    KAFKA_BOOTSTRAP=127.0.0.1:9092 uvicorn examples.fastapi_app:app
-    curl -X POST localhost:8000/events/clicks -H 'content-type: application/json' -d '{"user": "ada"}'
+KAFKA_BOOTSTRAP=127.0.0.1:9092 uvicorn examples.fastapi_app:app
+curl -X POST localhost:8000/events/clicks -H 'content-type: application/json' -d '{"user": "ada"}'
 """
 
 from __future__ import annotations
