@@ -255,5 +255,6 @@ def _response_decoder(api_key: ApiKey, api_version: int) -> Decoder:
 def _decode_api_versions(api_version: int, payload: bytes) -> dict[str, Any]:
     code = api_versions_error_code(payload)
     if code == _UNSUPPORTED_VERSION:
-        return {"error_code": code, "fallback_version": api_versions_fallback_version(payload)}
+        fallback = api_versions_fallback_version(payload, tried_version=api_version)
+        return {"error_code": code, "fallback_version": fallback}
     return decode_response(ApiKey.API_VERSIONS, api_version, payload)

@@ -41,6 +41,10 @@ __all__ = ["Producer"]
 log = logging.getLogger("aioproducer.producer")
 
 _NEW, _RUNNING, _CLOSING, _CLOSED = "new", "running", "closing", "closed"
+# send_many yields to the event loop this often, so one huge call does not starve the sender or other tasks.
+_YIELD_EVERY = 1000
+# A validated, serialized record: (key, value, headers, size in bytes).
+_Prepared = tuple["bytes | None", "bytes | None", "tuple[tuple[str, bytes | None], ...]", int]
 
 
 class Producer:
@@ -62,7 +66,7 @@ class Producer:
         self._compression = CompressionType.from_name(cfg.compression_type)
         self._max_record_bytes = min(cfg.max_request_size - BATCH_HEADER_BYTES, cfg.buffer_memory)
         self._state = _NEW
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop  # set by start(); nothing uses it before
         self._memory_waiters: deque[asyncio.Future[None]] = deque()
         self._task: asyncio.Task[None] | None = None
         self._checked_topics: set[str] = set()
@@ -189,40 +193,44 @@ class Producer:
         """
         if self._state != _RUNNING:
             raise self._closed_error()
-        future: asyncio.Future[RecordMetadata] = self._loop.create_future()  # type: ignore[union-attr]
-        await self._append(topic, value, key, headers, partition, timestamp_ms, future, -1)
+        future: asyncio.Future[RecordMetadata] = self._loop.create_future()
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        pending = self._try_append(topic, value, key, headers, partition, timestamp_ms, future, -1)
+        if pending is not None:
+            await self._append_after_waiting(topic, pending, partition, timestamp_ms, future, -1)
         return future
 
     async def send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
         """Send many records; one result per record, in order: its RecordMetadata or the exception it failed with.
 
-        A bad record fails only itself. Cancelling `send_many` stops buffering further records; those already
-        buffered are still delivered.
+        A bad record fails only itself. Records without a timestamp share the call's. Cancelling `send_many` stops
+        buffering further records; those already buffered are still delivered.
         """
         if self._state != _RUNNING:
             raise self._closed_error()
         batch = records if isinstance(records, Sequence) else list(records)
-        results = BulkResults(len(batch), self._loop)  # type: ignore[arg-type]
-        append = self._append
-        for slot, r in enumerate(batch):
+        results = BulkResults(len(batch), self._loop)
+        try_append = self._try_append
+        now_wall_ms = int(time.time() * 1000)
+        for slot, (topic, value, key, headers, partition, timestamp_ms) in enumerate(batch):
             try:
-                await append(r.topic, r.value, r.key, r.headers, r.partition, r.timestamp_ms, results, slot)
+                timestamp = now_wall_ms if timestamp_ms is None else timestamp_ms
+                pending = try_append(topic, value, key, headers, partition, timestamp, results, slot)
+                if pending is not None:
+                    await self._append_after_waiting(topic, pending, partition, timestamp, results, slot)
+                    now_wall_ms = int(time.time() * 1000)
+                elif slot % _YIELD_EVERY == _YIELD_EVERY - 1:
+                    # Let the sender and other tasks run during a long call (keeps event-loop lag low).
+                    await asyncio.sleep(0)
+                    now_wall_ms = int(time.time() * 1000)
             except AioProducerError as exc:
                 results.set(slot, exc)
         await results.future
         return results.results
 
-    async def _append(
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        headers: Sequence[tuple[str, bytes | None]] | None,
-        partition: int | None,
-        timestamp_ms: int | None,
-        sink: Any,
-        slot: int,
-    ) -> None:
+    def _prepare(self, topic: str, value: Any, key: Any, headers: Any) -> _Prepared:
+        """Validate and serialize: raises a typed error for bad input, before anything is buffered."""
         if topic not in self._checked_topics:
             check_topic(topic)
             self._checked_topics.add(topic)
@@ -237,35 +245,74 @@ class Producer:
                 f"the record is {size} bytes when serialized, larger than max_request_size="
                 f"{self.config.max_request_size} / buffer_memory={self.config.buffer_memory}"
             )
-        if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+        return key, value, header_list, size
+
+    def _try_append(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: Any,
+        partition: int | None,
+        timestamp_ms: int,
+        sink: Any,
+        slot: int,
+    ) -> _Prepared | None:
+        """Append without waiting. Returns None when done, or the prepared record when it must wait first
+        (for the topic's metadata or for buffer memory)."""
+        prepared = self._prepare(topic, value, key, headers)
+        info = self._cluster.metadata.topics.get(topic)
+        if info is None or self._memory_waiters or not self._accumulator.has_room(prepared[3]):
+            return prepared
+        self._place(topic, prepared, partition, timestamp_ms, info, sink, slot)
+        return None
+
+    async def _append_after_waiting(
+        self, topic: str, prepared: _Prepared, partition: int | None, timestamp_ms: int, sink: Any, slot: int
+    ) -> None:
+        """The slow path: wait for metadata and memory (together bounded by `max_block_ms`), then append."""
+        deadline = self._loop.time() + self.config.max_block_ms / 1000
         info = self._cluster.metadata.topics.get(topic)
         if info is None or not info.num_partitions:
             info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
-        if partition is None:
-            partition = self._partitioner.partition(topic, key, size, info)
-        else:
-            _check_partition(topic, partition, info)
-        acc = self._accumulator
-        if self._memory_waiters or not acc.has_room(size):
-            await self._wait_for_memory(size)
+        if self._memory_waiters or not self._accumulator.has_room(prepared[3]):
+            await self._wait_for_memory(prepared[3], deadline)
         if self._state != _RUNNING:
             raise self._closed_error()
-        if acc.append((topic, partition), timestamp_ms, key, value, header_list, sink, slot, size, monotonic_ms()):
-            self._cluster.state.touch(topic, monotonic_ms())
+        self._place(topic, prepared, partition, timestamp_ms, info, sink, slot)
+
+    def _place(
+        self,
+        topic: str,
+        prepared: _Prepared,
+        partition: int | None,
+        timestamp_ms: int,
+        info: TopicInfo,
+        sink: Any,
+        slot: int,
+    ) -> None:
+        key, value, header_list, size = prepared
+        if partition is None:
+            partition = self._partitioner.partition(topic, key, size, info)
+        elif type(partition) is not int or not 0 <= partition < info.num_partitions:
+            raise _unknown_partition(topic, partition, info)
+        now = int(self._loop.time() * 1000)
+        if self._accumulator.append((topic, partition), timestamp_ms, key, value, header_list, sink, slot, size, now):
+            self._cluster.state.touch(topic, now)
             self._sender.wake()
 
-    async def _wait_for_memory(self, size: int) -> None:
-        """Wait in FIFO order until `size` bytes of buffer memory are free (at most `max_block_ms`)."""
-        waiter: asyncio.Future[None] = self._loop.create_future()  # type: ignore[union-attr]
+    async def _wait_for_memory(self, size: int, deadline: float) -> None:
+        """Wait in FIFO order until `size` bytes of buffer memory are free (until `deadline`, loop time)."""
+        loop = self._loop
+        waiter: asyncio.Future[None] = loop.create_future()
         self._memory_waiters.append(waiter)
         self._accumulator.memory_waiters += 1
         self._wake()
         try:
-            deadline = self.config.max_block_ms / 1000
             while not (self._memory_waiters[0] is waiter and self._accumulator.has_room(size)):
+                remaining = deadline - loop.time()
                 try:
-                    await asyncio.wait_for(asyncio.shield(waiter), deadline)
+                    await asyncio.wait_for(asyncio.shield(waiter), max(remaining, 0))
                 except asyncio.TimeoutError:
                     raise BufferExhaustedError(
                         f"buffer_memory={self.config.buffer_memory} exhausted for max_block_ms="
@@ -278,7 +325,7 @@ class Producer:
             self._on_batch_done()
 
     def _replace_waiter(self, waiter: asyncio.Future[None]) -> asyncio.Future[None]:
-        fresh: asyncio.Future[None] = self._loop.create_future()  # type: ignore[union-attr]
+        fresh: asyncio.Future[None] = self._loop.create_future()
         self._memory_waiters[self._memory_waiters.index(waiter)] = fresh
         return fresh
 
@@ -304,7 +351,7 @@ class Producer:
         batches = list(acc.incomplete)
         if not batches:
             return
-        done: asyncio.Future[None] = self._loop.create_future()  # type: ignore[union-attr]
+        done: asyncio.Future[None] = self._loop.create_future()
         remaining = len(batches)
 
         def one_done() -> None:
@@ -345,12 +392,10 @@ class Producer:
         return ProducerClosedError(f"the producer is {self._state}: no more records can be sent")
 
 
-def _check_partition(topic: str, partition: int, info: TopicInfo) -> None:
-    if type(partition) is not int or not 0 <= partition < info.num_partitions:
-        raise UnknownPartitionError(
-            f"partition {partition!r} does not exist in topic {topic!r}, "
-            f"which has partitions 0..{info.num_partitions - 1}"
-        )
+def _unknown_partition(topic: str, partition: object, info: TopicInfo) -> UnknownPartitionError:
+    return UnknownPartitionError(
+        f"partition {partition!r} does not exist in topic {topic!r}, which has partitions 0..{info.num_partitions - 1}"
+    )
 
 
 def _resolve_partitioner(cfg: ProducerConfig) -> Partitioner:

@@ -1,0 +1,143 @@
+"""The benchmark's workloads, clients and payloads: what each run does and how big it is; pure data.
+
+Owns the definitions shared by the orchestrator and the workers; it must not start processes or touch a broker.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "ASYNC_CLIENTS",
+    "CLIENTS",
+    "CLIENT_LABELS",
+    "LINGER_MS",
+    "RunSpec",
+    "Workload",
+    "key_pool",
+    "plan",
+    "value_pool",
+]
+
+Mode = Literal["loop", "bulk", "rate", "idle", "lag", "memory"]
+
+CLIENTS = ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync", "kafka_python")
+ASYNC_CLIENTS = ("aioproducer", "aiokafka", "confluent_aio")
+CLIENT_LABELS = {
+    "aioproducer": "aioproducer",
+    "aiokafka": "aiokafka",
+    "confluent_aio": "confluent-kafka AIOProducer",
+    "confluent_sync": "confluent-kafka Producer (sync)",
+    "kafka_python": "kafka-python",
+}
+# Every client runs with the same linger (librdkafka's default; aiokafka and kafka-python default to 0).
+LINGER_MS = 5
+DISTINCT_KEYS = 10_000
+BULK_CHUNK = 10_000
+_POOL = 1024  # distinct payloads cycled through: enough that no client can cache one value
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One benchmark scenario. `full`/`quick` are record counts (or samples for `idle`, seconds x rate for `rate`)."""
+
+    name: str
+    title: str
+    mode: Mode
+    full: int
+    quick: int
+    value_size: int = 100
+    keyed: bool = False
+    compression: str = "none"
+    idempotent: bool = False
+    rate: int = 0
+    buffer_memory: int = 0
+    clients: tuple[str, ...] = CLIENTS
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything a worker process needs for one run, passed as JSON on its command line."""
+
+    client: str
+    workload: str
+    mode: Mode
+    bootstrap: str
+    topic: str
+    count: int
+    value_size: int
+    keyed: bool
+    compression: str
+    idempotent: bool
+    rate: int
+    buffer_memory: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunSpec:
+        return cls(**data)
+
+
+WORKLOADS: tuple[Workload, ...] = (
+    Workload("enqueue_100B", "keyless 100 B, enqueue loop", "loop", full=300_000, quick=30_000),
+    Workload("send_many_100B", "keyless 100 B, send_many (10 k chunks)", "bulk", full=300_000, quick=30_000),
+    Workload("keyed_100B", "keyed 100 B, 10 k distinct keys", "loop", full=300_000, quick=30_000, keyed=True),
+    Workload("lz4_1KB", "1 KB values, lz4", "loop", full=150_000, quick=15_000, value_size=1000, compression="lz4"),
+    Workload("zstd_1KB", "1 KB values, zstd", "loop", full=150_000, quick=15_000, value_size=1000, compression="zstd"),
+    Workload("idempotent_100B", "keyless 100 B, acks=all + idempotence", "loop", full=300_000, quick=30_000,
+             idempotent=True),
+    # Latency at a fixed rate: count = records sent at `rate` per second (5 s full, 2 s quick).
+    Workload("latency_20k", "enqueue-to-ack latency at 20 k records/s", "rate", full=100_000, quick=40_000,
+             rate=20_000),
+    # A single `send` on an idle producer: count = samples, spaced well beyond linger.ms.
+    Workload("idle_send", "single send on an idle producer", "idle", full=100, quick=30),
+    Workload("loop_lag_zstd_1KB", "event-loop lag, zstd 1 KB flat out", "lag", full=150_000, quick=15_000,
+             value_size=1000, compression="zstd", clients=ASYNC_CLIENTS),
+    # buffer_memory bound: the same flood through a small and a 4x larger buffer; RSS growth must track the buffer.
+    Workload("memory_8MB", "RSS growth, 1 KB flat out, buffer_memory=8 MB", "memory", full=300_000, quick=60_000,
+             value_size=1000, buffer_memory=8 << 20, clients=("aioproducer",)),
+    Workload("memory_32MB", "RSS growth, 1 KB flat out, buffer_memory=32 MB", "memory", full=300_000, quick=60_000,
+             value_size=1000, buffer_memory=32 << 20, clients=("aioproducer",)),
+)
+
+
+def plan(quick: bool, only: tuple[str, ...] = (), clients: tuple[str, ...] = ()) -> list[Workload]:
+    """The workloads to run, in order, optionally narrowed to some names and clients."""
+    chosen = [w for w in WORKLOADS if not only or w.name in only]
+    if clients:
+        chosen = [_narrow(w, clients) for w in chosen]
+    return [w for w in chosen if w.clients]
+
+
+def _narrow(workload: Workload, clients: tuple[str, ...]) -> Workload:
+    kept = tuple(c for c in workload.clients if c in clients)
+    return Workload(**{**asdict(workload), "clients": kept})
+
+
+def value_pool(size: int, compressible: bool, seed: int = 7) -> list[bytes]:
+    """`_POOL` distinct values of `size` bytes: random bytes, or word salad that compresses about 3-4x."""
+    rng = random.Random(seed)
+    if not compressible:
+        return [rng.randbytes(size) for _ in range(_POOL)]
+    words = [bytes(rng.choices(b"abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 9))) for _ in range(400)]
+    pool = []
+    for n in range(_POOL):
+        text = b'{"seq": %d, "body": "' % n
+        while len(text) < size:
+            text += rng.choice(words) + b" "
+        pool.append(text[:size])
+    return pool
+
+
+def key_pool() -> list[bytes]:
+    return [b"key-%05d" % i for i in range(DISTINCT_KEYS)]
+
+
+def records_for(count: int, pool: list[bytes]) -> list[bytes]:
+    """`count` references cycling through `pool`: the hot loops then iterate one prepared list, alike for all."""
+    return [pool[i % len(pool)] for i in range(count)]
