@@ -13,7 +13,7 @@ from typing import Any
 
 from .compression import CompressionType
 from .idempotence import NO_SEQUENCE, IdempotenceState
-from .records import BatchBuilder, ClosedBatch
+from .records import BatchBuilder, ClosedBatch, read_batches
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "ReadyCheck"]
 
@@ -247,6 +247,36 @@ class RecordAccumulator:
         ):
             position += 1
         queue.insert(position, batch)
+
+    def split(self, batch: ProducerBatch, retry_at_ms: int) -> None:
+        """Replace a batch the broker found too large by two halves, queued at the front in its place.
+
+        The records are read back from the encoded batch (this path is rare; the hot path keeps no copies).
+        Halves take fresh sequences when drained, as after an epoch bump (Java's splitAndReenqueue).
+        """
+        encoded = batch.close().encode()
+        records = [r for b in read_batches(encoded) for r in b.records]
+        middle = len(records) // 2
+        halves: list[ProducerBatch] = []
+        for part, entries in ((records[:middle], batch.entries[:middle]), (records[middle:], batch.entries[middle:])):
+            builder = BatchBuilder(
+                compression=self.compression, compression_level=self.compression_level, size_limit=1 << 62
+            )
+            for record in part:
+                builder.try_append(record.timestamp, record.key, record.value, record.headers)
+            half = ProducerBatch(batch.tp, builder, batch.created_ms)
+            half.entries = list(entries)
+            half.reserved_bytes = batch.reserved_bytes * len(part) // max(len(records), 1)
+            half.attempts = batch.attempts + 1
+            half.retry_at_ms = retry_at_ms
+            half.sealed = half.full = True
+            halves.append(half)
+        halves[1].reserved_bytes = batch.reserved_bytes - halves[0].reserved_bytes
+        batch.entries, batch.reserved_bytes = [], 0
+        self.incomplete.discard(batch)
+        queue = self.queues.setdefault(batch.tp, deque())
+        queue.extendleft(reversed(halves))
+        self.incomplete.update(halves)
 
     def release(self, batch: ProducerBatch) -> None:
         """A batch is done (delivered or failed): give its memory back and run its completion callbacks."""

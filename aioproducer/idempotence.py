@@ -96,6 +96,3 @@ class IdempotenceState:
             return
         state.in_flight.remove(base_sequence)
         self.reset_pending = True
-
-    def has_in_flight(self) -> bool:
-        return any(state.in_flight for state in self._partitions.values())

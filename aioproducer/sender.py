@@ -32,6 +32,7 @@ log = logging.getLogger("aioproducer.sender")
 
 # Compressing a batch this big takes long enough (~1 ms+) that it pays to do it in a worker thread.
 _OFFLOAD_COMPRESSION_BYTES = 64 * 1024
+_MESSAGE_TOO_LARGE = 10
 _DUPLICATE_SEQUENCE_NUMBER = 46
 _OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 _UNKNOWN_PRODUCER_ID = 59
@@ -59,6 +60,7 @@ class Sender:
         self._in_flight: set[asyncio.Future[dict[str, Any]]] = set()
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._init_pid_task: asyncio.Task[None] | None = None
+        self._bump_refused = False
         self.fatal_error: AioProducerError | None = None
         self.on_batch_done: Callable[[], None] = lambda: None
 
@@ -105,8 +107,8 @@ class Sender:
     def _ensure_producer_id(self) -> None:
         if self._init_pid_task is not None and not self._init_pid_task.done():
             return
-        if self._idem.reset_pending and (self._idem.has_in_flight() or self._in_flight):
-            return  # KIP-360: bump only once the batches in flight have come back
+        if self._idem.reset_pending and self._in_flight:
+            return  # KIP-360: bump only once the requests in flight have come back
         self._init_pid_task = self._spawn(self._init_producer_id())
 
     async def _init_producer_id(self) -> None:
@@ -119,11 +121,12 @@ class Sender:
         conn = self._cluster.any_connection()
         if conn is None:
             return  # connecting: the sender is woken when a connection is ready
+        bump = self._idem.reset_pending and self._idem.producer_id >= 0 and not self._bump_refused
         body = {
             "transactional_id": None,
             "transaction_timeout_ms": 2147483647,
-            "producer_id": self._idem.producer_id if self._idem.reset_pending else -1,
-            "producer_epoch": self._idem.producer_epoch if self._idem.reset_pending else -1,
+            "producer_id": self._idem.producer_id if bump else -1,
+            "producer_epoch": self._idem.producer_epoch if bump else -1,
         }
         try:
             response = await conn.request(ApiKey.INIT_PRODUCER_ID, body)
@@ -133,10 +136,14 @@ class Sender:
             return
         error = response["error_code"]
         if error == 0:
+            self._bump_refused = False
             self._idem.set_producer_id(response["producer_id"], response["producer_epoch"])
             self._renumber_queued()
         elif kafka_error(error).retriable:
             await asyncio.sleep(self._config.retry_backoff_ms / 1000)
+        elif bump:
+            # The broker cannot bump this epoch (e.g. it forgot the producer): start over with a new producer id.
+            self._bump_refused = True
         else:
             self.fatal_error = kafka_error(error, f"InitProducerId failed with error {error}")
             self._fail_everything(self.fatal_error)
@@ -268,6 +275,12 @@ class Sender:
             )
         if error.invalid_metadata:
             self._cluster.request_update()
+        if code == _MESSAGE_TOO_LARGE and batch.record_count > 1:
+            # Too big for this broker's limits: split it and send the halves (Java's splitAndReenqueue).
+            if batch.base_sequence >= 0:
+                self._idem.on_dropped(batch.tp, batch.base_sequence)
+            self._acc.split(batch, now)
+            return
         if code == _OUT_OF_ORDER_SEQUENCE_NUMBER and not self._idem.is_first_in_flight(batch.tp, batch.base_sequence):
             # An earlier batch of this partition failed and is being retried: this one follows it (Java canRetry).
             self._retry_or_fail(batch, error, now, force_retriable=True)

@@ -125,3 +125,18 @@ def test_expired_removes_only_batches_past_the_delivery_timeout() -> None:
     expired = acc.expired(100, delivery_timeout_ms=100)
     assert [b.tp for b in expired] == [("t", 0)]
     assert acc.has_queued()
+
+
+def test_split_halves_a_batch_keeping_records_entries_and_memory() -> None:
+    acc = make(batch_size=10_000, linger_ms=0)
+    for i in range(5):
+        acc.append(TP, 1000 + i, b"k%d" % i, b"v%d" % i, (("h", b"x"),), None, i, 30, 0)
+    batch = acc.drain([TP], 10**6, IdempotenceState(False))[0]
+    acc.split(batch, retry_at_ms=7)
+    halves = list(acc.queues[TP])
+    assert [h.record_count for h in halves] == [2, 3]
+    assert [slot for h in halves for _, slot, *_ in h.entries] == [0, 1, 2, 3, 4]
+    values = [r.value for h in halves for b in read_batches(h.close().encode()) for r in b.records]
+    assert values == [b"v%d" % i for i in range(5)]
+    assert sum(h.reserved_bytes for h in halves) == 150 and acc.used_bytes == 150
+    assert all(h.retry_at_ms == 7 for h in halves) and batch not in acc.incomplete

@@ -1,0 +1,189 @@
+"""The asyncio clients under test — aioproducer, aiokafka, confluent-kafka's AIOProducer — behind one small shape.
+
+Each hot loop calls the client's own API directly (no wrapper per record), so every client pays only its own costs.
+Owns nothing but these adapters; timing and measuring are `bench_worker`'s job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from tests.benchmarks.workloads import LINGER_MS, RunSpec
+
+__all__ = ["AsyncClient", "make_async_client"]
+
+
+class AsyncClient(Protocol):
+    """What the async drivers need. `loop` and `bulk` end with everything acknowledged."""
+
+    async def start(self) -> None: ...
+
+    async def send_and_wait(self, value: bytes) -> None: ...
+
+    async def produce(self, value: bytes) -> asyncio.Future[Any]: ...
+
+    async def loop(self, values: Sequence[bytes], keys: Sequence[bytes] | None) -> None: ...
+
+    async def bulk(self, values: Sequence[bytes], chunk: int) -> None: ...
+
+    async def flush(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class AioproducerClient:
+    def __init__(self, spec: RunSpec) -> None:
+        from aioproducer import Producer
+
+        settings: dict[str, Any] = {
+            "linger_ms": LINGER_MS,
+            "compression_type": spec.compression,
+            "acks": "all" if spec.idempotent else 1,
+            "enable_idempotence": spec.idempotent,
+        }
+        if spec.buffer_memory:
+            settings["buffer_memory"] = spec.buffer_memory
+        self.topic = spec.topic
+        self.producer = Producer(spec.bootstrap, **settings)
+
+    async def start(self) -> None:
+        await self.producer.start()
+
+    async def send_and_wait(self, value: bytes) -> None:
+        await self.producer.send(self.topic, value)
+
+    async def produce(self, value: bytes) -> asyncio.Future[Any]:
+        return await self.producer.enqueue(self.topic, value)
+
+    async def loop(self, values: Sequence[bytes], keys: Sequence[bytes] | None) -> None:
+        enqueue, topic = self.producer.enqueue, self.topic
+        if keys is None:
+            for value in values:
+                await enqueue(topic, value)
+        else:
+            for value, key in zip(values, keys):
+                await enqueue(topic, value, key=key)
+        await self.producer.flush()
+
+    async def bulk(self, values: Sequence[bytes], chunk: int) -> None:
+        from aioproducer import ProducerRecord
+
+        send_many, topic = self.producer.send_many, self.topic
+        for first in range(0, len(values), chunk):
+            await send_many([ProducerRecord(topic, value) for value in values[first : first + chunk]])
+
+    async def flush(self) -> None:
+        await self.producer.flush()
+
+    async def close(self) -> None:
+        await self.producer.close()
+
+
+class AiokafkaClient:
+    def __init__(self, spec: RunSpec) -> None:
+        import aiokafka  # type: ignore[import-untyped]
+
+        self.topic = spec.topic
+        self.producer: Any = aiokafka.AIOKafkaProducer(
+            bootstrap_servers=spec.bootstrap,
+            linger_ms=LINGER_MS,
+            compression_type=None if spec.compression == "none" else spec.compression,
+            acks="all" if spec.idempotent else 1,
+            enable_idempotence=spec.idempotent,
+        )
+
+    async def start(self) -> None:
+        await self.producer.start()
+
+    async def send_and_wait(self, value: bytes) -> None:
+        await self.producer.send_and_wait(self.topic, value)
+
+    async def produce(self, value: bytes) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = await self.producer.send(self.topic, value)
+        return future
+
+    async def loop(self, values: Sequence[bytes], keys: Sequence[bytes] | None) -> None:
+        send, topic = self.producer.send, self.topic
+        if keys is None:
+            for value in values:
+                await send(topic, value)
+        else:
+            for value, key in zip(values, keys):
+                await send(topic, value, key)
+        await self.producer.flush()
+
+    async def bulk(self, values: Sequence[bytes], chunk: int) -> None:
+        send, topic = self.producer.send, self.topic
+        for first in range(0, len(values), chunk):
+            futures = [await send(topic, value) for value in values[first : first + chunk]]
+            await asyncio.gather(*futures)
+
+    async def flush(self) -> None:
+        await self.producer.flush()
+
+    async def close(self) -> None:
+        await self.producer.stop()
+
+
+class ConfluentAioClient:
+    """confluent-kafka's AIOProducer with its defaults: it buffers 1000 messages (or 1 s) before handing a batch to
+    librdkafka on a thread pool, which is why its single-send latency is about a second."""
+
+    def __init__(self, spec: RunSpec) -> None:
+        self.topic = spec.topic
+        self.conf: dict[str, Any] = {
+            "bootstrap.servers": spec.bootstrap,
+            "linger.ms": LINGER_MS,
+            "compression.type": spec.compression,
+            "acks": "all" if spec.idempotent else 1,
+            "enable.idempotence": spec.idempotent,
+        }
+        self.producer: Any = None
+
+    async def start(self) -> None:
+        from confluent_kafka.aio import AIOProducer
+
+        # Its constructor needs the running loop.
+        self.producer = AIOProducer(self.conf)
+
+    async def send_and_wait(self, value: bytes) -> None:
+        await (await self.producer.produce(self.topic, value))
+
+    async def produce(self, value: bytes) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = await self.producer.produce(self.topic, value)
+        return future
+
+    async def loop(self, values: Sequence[bytes], keys: Sequence[bytes] | None) -> None:
+        produce, topic = self.producer.produce, self.topic
+        if keys is None:
+            for value in values:
+                await produce(topic, value)
+        else:
+            for value, key in zip(values, keys):
+                await produce(topic, value, key)
+        await self.producer.flush()
+
+    async def bulk(self, values: Sequence[bytes], chunk: int) -> None:
+        produce, topic = self.producer.produce, self.topic
+        for first in range(0, len(values), chunk):
+            futures = [await produce(topic, value) for value in values[first : first + chunk]]
+            await asyncio.gather(*futures)
+
+    async def flush(self) -> None:
+        await self.producer.flush()
+
+    async def close(self) -> None:
+        await self.producer.close()
+
+
+_ADAPTERS: dict[str, type[AioproducerClient | AiokafkaClient | ConfluentAioClient]] = {
+    "aioproducer": AioproducerClient,
+    "aiokafka": AiokafkaClient,
+    "confluent_aio": ConfluentAioClient,
+}
+
+
+def make_async_client(spec: RunSpec) -> AsyncClient:
+    return _ADAPTERS[spec.client](spec)

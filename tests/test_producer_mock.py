@@ -1,0 +1,48 @@
+"""The producer on librdkafka's mock cluster: several brokers, an old ApiVersions, injected Produce errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from aioproducer import Producer, ProducerRecord, RecordMetadata
+from aioproducer.errors import RecordTooLargeError
+from aioproducer.protocol import ApiKey
+from aioproducer.testing import MockCluster, read_back
+
+MESSAGE_TOO_LARGE = 10
+
+
+async def test_produces_to_every_leader_of_a_three_broker_cluster(mock_cluster: MockCluster) -> None:
+    # The mock answers ApiVersions v3 with UNSUPPORTED_VERSION: the producer must fall back and go on.
+    mock_cluster.create_topic("spread", 6)
+    async with Producer(mock_cluster.bootstrap_servers) as producer:
+        results = await producer.send_many([ProducerRecord("spread", b"%d" % i, partition=i % 6) for i in range(60)])
+    assert all(isinstance(r, RecordMetadata) for r in results)
+    records = read_back(mock_cluster.bootstrap_servers, "spread")
+    assert sorted(int(r.value or b"") for r in records) == list(range(60))
+    assert {r.partition for r in records} == set(range(6))
+
+
+async def test_message_too_large_splits_the_batch_and_delivers_every_record_once(mock_cluster: MockCluster) -> None:
+    mock_cluster.create_topic("big", 1)
+    # One request in flight: the mock does not check idempotent sequences (a real broker would reject the second
+    # half with OUT_OF_ORDER_SEQUENCE while the first is retried), so pipelining could reorder the halves here.
+    settings = {"linger_ms": 200, "batch_size": 1 << 20, "max_in_flight_requests_per_connection": 1}
+    async with Producer(mock_cluster.bootstrap_servers, **settings) as producer:
+        await producer.send("big", b"warm-up")
+        mock_cluster.push_request_errors(ApiKey.PRODUCE, MESSAGE_TOO_LARGE, MESSAGE_TOO_LARGE)
+        results = await producer.send_many([ProducerRecord("big", b"r%02d" % i) for i in range(20)])
+    assert all(isinstance(r, RecordMetadata) for r in results), results
+    values = [r.value for r in read_back(mock_cluster.bootstrap_servers, "big")]
+    assert values == [b"warm-up"] + [b"r%02d" % i for i in range(20)]
+
+
+async def test_message_too_large_for_a_single_record_fails_it_with_a_typed_error(mock_cluster: MockCluster) -> None:
+    mock_cluster.create_topic("one", 1)
+    async with Producer(mock_cluster.bootstrap_servers, linger_ms=0) as producer:
+        await producer.send("one", b"warm-up")
+        mock_cluster.push_request_errors(ApiKey.PRODUCE, MESSAGE_TOO_LARGE)
+        with pytest.raises(RecordTooLargeError):
+            await producer.send("one", b"too big for this broker")
+        md = await producer.send("one", b"next")
+    assert md.offset == 1
