@@ -1,0 +1,203 @@
+"""One benchmark run in its own process: build the client, warm it up, run one workload, print one JSON result line.
+
+Owns the timing of a run (wall clock, CPU, RSS, latencies, event-loop lag); it must not start brokers or judge
+results — the orchestrator (`run.py`) counts what reached the broker.
+    python -m tests.benchmarks.bench_worker '<RunSpec as JSON>'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from tests.benchmarks.bench_async_clients import AsyncClient, make_async_client
+from tests.benchmarks.bench_sync_clients import SyncClient, make_sync_client, pace
+from tests.benchmarks.measure import cpu_seconds, peak_rss_mb, rss_mb, summary_ms
+from tests.benchmarks.workloads import ASYNC_CLIENTS, BULK_CHUNK, RunSpec, key_pool, records_for, value_pool
+
+RESULT_MARK = "BENCH-RESULT "
+IDLE_GAP_S = 0.02  # four times linger.ms: each idle send finds the producer with nothing buffered
+TICK_S = 0.001
+SETTLE_S = 10.0
+
+
+def _payloads(spec: RunSpec) -> tuple[list[bytes], list[bytes] | None]:
+    values = records_for(spec.count, value_pool(spec.value_size, compressible=spec.compression != "none"))
+    keys = records_for(spec.count, key_pool()) if spec.keyed else None
+    return values, keys
+
+
+class _Acks:
+    """Latency samples from enqueue to acknowledgement, recorded by delivery callbacks (any thread)."""
+
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.failed = 0
+
+    def done(self, t0: float, ok: bool) -> None:
+        if ok:
+            self.latencies.append(time.perf_counter() - t0)
+        else:
+            self.failed += 1
+
+    def future_done(self, t0: float, future: asyncio.Future[Any]) -> None:
+        self.done(t0, not future.cancelled() and future.exception() is None)
+
+    @property
+    def settled(self) -> int:
+        return len(self.latencies) + self.failed
+
+    def report(self, sent: int, send_s: float) -> dict[str, Any]:
+        return {"latency": summary_ms(self.latencies), "failed": self.failed, "achieved_rate": sent / send_s}
+
+
+# -- asyncio clients ------------------------------------------------------------------------------------------------
+async def _rate_async(client: AsyncClient, values: Sequence[bytes], rate: int) -> dict[str, Any]:
+    acks = _Acks()
+    started = time.perf_counter()
+    sent, count = 0, len(values)
+    while sent < count:
+        due = min(count, int((time.perf_counter() - started) * rate) + 1)
+        while sent < due:
+            t0 = time.perf_counter()
+            future = await client.produce(values[sent])
+            future.add_done_callback(functools.partial(acks.future_done, t0))
+            sent += 1
+        await asyncio.sleep(0.0005)
+    send_s = time.perf_counter() - started
+    await client.flush()
+    deadline = time.monotonic() + SETTLE_S
+    while acks.settled < count and time.monotonic() < deadline:  # callbacks run after flush returns
+        await asyncio.sleep(0.001)
+    return acks.report(sent, send_s)
+
+
+async def _idle_async(client: AsyncClient, samples: int, budget_s: float) -> dict[str, Any]:
+    latencies: list[float] = []
+    deadline = time.monotonic() + budget_s
+    while len(latencies) < samples and time.monotonic() < deadline:
+        await asyncio.sleep(IDLE_GAP_S)
+        t0 = time.perf_counter()
+        await client.send_and_wait(b"idle-%d" % len(latencies))
+        latencies.append(time.perf_counter() - t0)
+    return {"latency": summary_ms(latencies), "records": len(latencies)}
+
+
+async def _ticker(lags: list[float], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        await asyncio.sleep(TICK_S)
+        lags.append(time.perf_counter() - t0 - TICK_S)
+
+
+async def _lag_async(client: AsyncClient, values: Sequence[bytes]) -> dict[str, Any]:
+    idle_lags: list[float] = []
+    stop = asyncio.Event()
+    ticker = asyncio.create_task(_ticker(idle_lags, stop))
+    await asyncio.sleep(0.3)  # the ticker's own jitter on an idle loop, as a baseline
+    stop.set()
+    await ticker
+    lags: list[float] = []
+    stop = asyncio.Event()
+    ticker = asyncio.create_task(_ticker(lags, stop))
+    await client.loop(values, None)
+    stop.set()
+    await ticker
+    return {"lag": summary_ms(lags), "lag_idle": summary_ms(idle_lags)}
+
+
+async def _run_async(spec: RunSpec) -> dict[str, Any]:
+    client = make_async_client(spec)
+    await client.start()
+    await client.send_and_wait(b"warm-up")  # connections and metadata exist before the clock starts
+    values, keys = _payloads(spec)
+    result: dict[str, Any] = {"rss_before_mb": rss_mb()}
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    if spec.mode in ("loop", "memory"):
+        await client.loop(values, keys)
+    elif spec.mode == "bulk":
+        await client.bulk(values, BULK_CHUNK)
+    elif spec.mode == "rate":
+        result.update(await _rate_async(client, values, spec.rate))
+    elif spec.mode == "idle":
+        result.update(await _idle_async(client, spec.count, float(spec.extra.get("budget_s", 15))))
+    elif spec.mode == "lag":
+        result.update(await _lag_async(client, values))
+    result.update(elapsed_s=time.perf_counter() - t0, cpu_s=cpu_seconds() - cpu0, peak_rss_mb=peak_rss_mb())
+    await client.close()
+    return result
+
+
+# -- thread-based clients -------------------------------------------------------------------------------------------
+def _rate_sync(client: SyncClient, values: Sequence[bytes], rate: int) -> dict[str, Any]:
+    acks = _Acks()
+
+    def send_one(index: int) -> None:
+        client.produce(values[index], time.perf_counter(), acks.done)
+
+    send_s = pace(len(values), rate, send_one, client.serve)
+    client.flush()
+    deadline = time.monotonic() + SETTLE_S
+    while acks.settled < len(values) and time.monotonic() < deadline:
+        client.serve()
+        time.sleep(0.001)
+    return acks.report(len(values), send_s)
+
+
+def _idle_sync(client: SyncClient, samples: int, budget_s: float) -> dict[str, Any]:
+    latencies: list[float] = []
+    deadline = time.monotonic() + budget_s
+    while len(latencies) < samples and time.monotonic() < deadline:
+        time.sleep(IDLE_GAP_S)
+        t0 = time.perf_counter()
+        client.send_and_wait(b"idle-%d" % len(latencies))
+        latencies.append(time.perf_counter() - t0)
+    return {"latency": summary_ms(latencies), "records": len(latencies)}
+
+
+def _run_sync(spec: RunSpec) -> dict[str, Any]:
+    if spec.mode == "lag":
+        raise ValueError(f"{spec.client} has no event loop to measure")
+    client = make_sync_client(spec)
+    client.send_and_wait(b"warm-up")
+    values, keys = _payloads(spec)
+    result: dict[str, Any] = {"rss_before_mb": rss_mb()}
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    if spec.mode in ("loop", "memory"):
+        client.loop(values, keys)
+    elif spec.mode == "bulk":
+        client.bulk(values, BULK_CHUNK)
+    elif spec.mode == "rate":
+        result.update(_rate_sync(client, values, spec.rate))
+    elif spec.mode == "idle":
+        result.update(_idle_sync(client, spec.count, float(spec.extra.get("budget_s", 15))))
+    result.update(elapsed_s=time.perf_counter() - t0, cpu_s=cpu_seconds() - cpu0, peak_rss_mb=peak_rss_mb())
+    client.close()
+    return result
+
+
+def run(spec: RunSpec) -> dict[str, Any]:
+    """Run `spec` in this process; `records` is how many records the timed part produced (the warm-up excluded)."""
+    result = asyncio.run(_run_async(spec)) if spec.client in ASYNC_CLIENTS else _run_sync(spec)
+    result.setdefault("records", spec.count)
+    return result
+
+
+def main(argv: list[str]) -> int:
+    spec = RunSpec.from_json(json.loads(argv[1]))
+    try:
+        result = run(spec)
+    except Exception:
+        result = {"error": traceback.format_exc()}
+    print(RESULT_MARK + json.dumps(result), flush=True)
+    return 1 if "error" in result else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
