@@ -38,14 +38,18 @@ class BulkResults:
 def complete_batch(batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
     """Resolve every record of a delivered batch. `base_offset` -1 means unknown (acks=0, duplicate)."""
     topic, partition = batch.tp
+    new = tuple.__new__  # RecordMetadata is a named tuple: skip its generated __new__ on this per-record path
     for index, (sink, slot, timestamp, key_size, value_size) in enumerate(batch.entries):
-        metadata = RecordMetadata(
-            topic,
-            partition,
-            base_offset + index if base_offset >= 0 else -1,
-            log_append_time_ms if log_append_time_ms >= 0 else timestamp,
-            key_size,
-            value_size,
+        metadata = new(
+            RecordMetadata,
+            (
+                topic,
+                partition,
+                base_offset + index if base_offset >= 0 else -1,
+                log_append_time_ms if log_append_time_ms >= 0 else timestamp,
+                key_size,
+                value_size,
+            ),
         )
         if slot < 0:
             if not sink.done():

@@ -70,7 +70,10 @@ def partition_for_key(key: bytes, num_partitions: int) -> int:
 
 
 class TopicPartitions(Protocol):
-    """What a partitioner may look at about a topic; metadata objects satisfy it."""
+    """What a partitioner may look at about a topic; metadata objects satisfy it.
+
+    A layout is an immutable snapshot: when the cluster changes, the partitioner is handed a new object.
+    """
 
     @property
     def num_partitions(self) -> int:
@@ -90,11 +93,14 @@ class Partitioner(Protocol):
 
 
 class _Sticky:
-    __slots__ = ("partition", "produced")
+    __slots__ = ("checked_layout", "partition", "produced")
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
         self.produced = 0
+        # The layout the partition was last checked against: layouts are immutable snapshots, so while the same
+        # one is passed in, the partition stays usable and the check can be skipped.
+        self.checked_layout: object = None
 
 
 # Keys repeat in real workloads (user ids, order ids); hashing one costs about a microsecond in pure Python.
@@ -145,8 +151,12 @@ class DefaultPartitioner:
 
     def _sticky_partition(self, topic: str, record_size: int, partitions: TopicPartitions) -> int:
         state = self._sticky.get(topic)
-        if state is None or state.produced >= self._batch_size or not _still_usable(state.partition, partitions):
+        if state is None or state.produced >= self._batch_size:
             state = self._switch(topic, state, partitions)
+        elif state.checked_layout is not partitions:
+            if not _still_usable(state.partition, partitions):
+                state = self._switch(topic, state, partitions)
+            state.checked_layout = partitions
         state.produced += record_size
         return state.partition
 

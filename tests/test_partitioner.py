@@ -163,7 +163,8 @@ def test_sticky_partition_moves_when_its_leader_goes_away() -> None:
     topic = Topic.healthy(4)
     current = partitioner.partition("t", None, 1, topic)
     assert _keyless_run(partitioner, topic, 20) == [current] * 20
-    topic.available_partitions = tuple(p for p in range(4) if p != current)
+    # Layouts are immutable snapshots: a leader change arrives as a new layout object.
+    topic = Topic(4, tuple(p for p in range(4) if p != current))
     moved = partitioner.partition("t", None, 1, topic)
     assert moved != current and moved in topic.available_partitions
     assert _keyless_run(partitioner, topic, 20) == [moved] * 20

@@ -106,7 +106,7 @@ WORKLOADS: tuple[Workload, ...] = (
 )
 
 
-def plan(quick: bool, only: tuple[str, ...] = (), clients: tuple[str, ...] = ()) -> list[Workload]:
+def plan(only: tuple[str, ...] = (), clients: tuple[str, ...] = ()) -> list[Workload]:
     """The workloads to run, in order, optionally narrowed to some names and clients."""
     chosen = [w for w in WORKLOADS if not only or w.name in only]
     if clients:
