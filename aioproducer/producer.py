@@ -15,17 +15,17 @@ from types import TracebackType
 from typing import Any
 
 from .accumulator import RecordAccumulator
-from .cluster import Cluster, monotonic_ms
+from .cluster import Cluster
 from .compression import CompressionType
 from .config import ProducerConfig
 from .delivery import BulkResults
 from .errors import (
     AioProducerError,
     BufferExhaustedError,
-    FeatureNotAvailableError,
     KafkaTimeoutError,
     ProducerClosedError,
     RecordTooLargeError,
+    TransportError,
     UnknownPartitionError,
 )
 from .idempotence import IdempotenceState
@@ -83,15 +83,24 @@ class Producer:
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Start the sender task. Connecting happens in the background; `send` waits for what it needs."""
+        """Start the sender task. Connecting happens in the background; `send` waits for what it needs.
+
+        With TLS or SASL, start() first connects to a bootstrap server (for at most `max_block_ms`): a rejected
+        certificate or wrong credentials raise AuthenticationError here. An unreachable cluster does not fail
+        start(); the producer keeps trying, as without security.
+        """
         if self._state != _NEW:
             raise ProducerClosedError(f"start() called on a producer that is {self._state}")
-        if self.config.security_protocol != "PLAINTEXT":
-            raise FeatureNotAvailableError(
-                f"security_protocol={self.config.security_protocol!r} is not supported yet; only PLAINTEXT is"
-            )
         self._loop = asyncio.get_running_loop()
         self._cluster = Cluster(self.config, self._wake)
+        if self.config.security_protocol != "PLAINTEXT":
+            try:
+                await asyncio.wait_for(self._cluster._metadata_connection(), self.config.max_block_ms / 1000)
+            except (TransportError, asyncio.TimeoutError) as exc:
+                log.warning("no bootstrap server reachable at start(), the producer keeps trying: %s", exc)
+            except BaseException:
+                await self._cluster.close()
+                raise
         self._sender = Sender(
             self.config,
             self._accumulator,
