@@ -17,6 +17,8 @@ from .connection import BrokerConnection
 from .errors import AioProducerError, ConnectionFailedError, KafkaError, MetadataTimeoutError, TransportError
 from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
 from .protocol import ApiKey
+from .security.sasl import SaslCredentials
+from .security.tls import client_context
 
 __all__ = ["Cluster", "parse_address"]
 
@@ -240,6 +242,8 @@ class Cluster:
             client_id=self._config.client_id,
             request_timeout_ms=self._config.request_timeout_ms,
             connect_timeout_ms=self._config.socket_connection_setup_timeout_ms,
+            ssl_context=client_context(self._config),
+            sasl=SaslCredentials.from_config(self._config),
         )
         conn.on_lost = self._on_connection_lost
         return conn

@@ -8,12 +8,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-from collections.abc import Callable, Mapping
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
 
 from aioproducer.compression import CompressionType, validate_level
 from aioproducer.errors import ConfigError, FeatureNotAvailableError
+from aioproducer.security import settings as _security
 from aioproducer.serializers import Serializer, resolve_serializer
 
 __all__ = ["COMPRESSION_LEVELS", "PartitionerLike", "ProducerConfig", "SerializerSpec"]
@@ -109,6 +111,19 @@ class ProducerConfig:
     key_serializer: SerializerSpec = None
     value_serializer: SerializerSpec = None
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    # TLS (SSL, SASL_SSL): a ready context, or PEM files. Java's PEM keystore (key and certificate in one file)
+    # maps to ssl_certfile; JKS/PKCS12 stores are not readable by Python's ssl module.
+    ssl_context: ssl.SSLContext | None = field(default=None, metadata={"java": None})
+    ssl_cafile: str | None = field(default=None, metadata={"java": "ssl.truststore.location"})
+    ssl_certfile: str | None = field(default=None, metadata={"java": "ssl.keystore.location"})
+    ssl_keyfile: str | None = field(default=None, metadata={"java": None})
+    ssl_password: str | None = field(default=None, metadata={"java": "ssl.key.password", "secret": True})
+    ssl_check_hostname: bool = field(default=True, metadata={"java": "ssl.endpoint.identification.algorithm"})
+    # SASL (SASL_PLAINTEXT, SASL_SSL). Java's sasl.jaas.config is read for its username and password.
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
+    sasl_plain_username: str | None = field(default=None, metadata={"java": None})  # PLAIN and SCRAM
+    sasl_plain_password: str | None = field(default=None, metadata={"java": None, "secret": True})
+    sasl_oauth_token_provider: Callable[[], Awaitable[Any]] | None = field(default=None, metadata={"java": None})
     transactional_id: str | None = None
     allow_auto_create_topics: bool = True
 
@@ -132,6 +147,11 @@ class ProducerConfig:
         for key, value in [*(config or {}).items(), *settings.items()]:
             if key in _LEVEL_KEYS:
                 _put(levels, _LEVEL_KEYS[key], key, value, _parse_level)
+            elif key in _security.JAAS_KEYS:
+                for name, item in _security.jaas_credentials(key, value).items():
+                    _put(merged, name, key, item, _PARSERS[name])
+            elif key in _security.STORE_TYPE_KEYS:
+                _security.check_store_type(key, value)
             else:
                 name = _field_for(key)
                 _put(merged, name, key, value, _PARSERS[name])
@@ -148,6 +168,7 @@ class ProducerConfig:
                 f"= {floor}: raise delivery_timeout_ms or lower the other two"
             )
         self._check_compression_level()
+        _security.check_security(self)
         conflicts = self._idempotence_conflicts()
         if self.enable_idempotence and conflicts:
             raise ConfigError(
@@ -405,7 +426,7 @@ def _parse_transactional_id(name: str, value: Any) -> None:
 
 
 def _show(name: str, value: Any, metadata: Mapping[str, Any] | None = None) -> str:
-    # A field marked secret (a future password or token) is never echoed in a repr or an error message.
+    # A field marked secret (a password) is never echoed in a repr or an error message.
     if metadata is None:
         fields = {f.name: f for f in dataclasses.fields(ProducerConfig)}
         metadata = fields[name].metadata if name in fields else {}
@@ -429,5 +450,12 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "value_serializer": _parse_serializer,
     "security_protocol": lambda name, value: _parse_choice(name, value, _SECURITY_PROTOCOLS, upper=True),
     "transactional_id": _parse_transactional_id,
+    "ssl_context": _security.parse_ssl_context,
+    **dict.fromkeys(("ssl_cafile", "ssl_certfile", "ssl_keyfile"), _security.parse_path),
+    **dict.fromkeys(("ssl_password", "sasl_plain_password"), _security.parse_secret),
+    "ssl_check_hostname": _security.parse_check_hostname,
+    "sasl_mechanism": _security.parse_mechanism,
+    "sasl_plain_username": lambda name, value: None if value is None else _parse_text(name, value),
+    "sasl_oauth_token_provider": _security.parse_token_provider,
 }
 _JAVA_TO_FIELD = _java_names()

@@ -1,13 +1,16 @@
-"""One broker connection: the socket, framing, correlation ids → futures, version negotiation, request timeouts.
+"""One broker connection: the socket, TLS and SASL, framing, correlation ids → futures, version negotiation,
+request timeouts, and KIP-368 re-authentication.
 
-Built on an asyncio Protocol so bytes go straight from the transport into the sans-I/O frame decoder. OS errors
-are mapped to `aioproducer.errors.TransportError` here, once; nothing above sees a socket exception.
+Built on an asyncio Protocol so bytes go straight from the transport into the sans-I/O frame decoder. OS and TLS
+errors are mapped here, once (`tls_failure`); nothing above sees a socket or ssl exception.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
+import ssl
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,6 +31,9 @@ from .protocol import (
     encode_request,
     negotiate_versions,
 )
+from .security.exchange import authenticate
+from .security.sasl import SaslCredentials
+from .security.tls import tls_failure
 
 __all__ = ["BrokerConnection", "RequestTimedOutError"]
 
@@ -36,6 +42,10 @@ log = logging.getLogger("aioproducer.connection")
 _UNSUPPORTED_VERSION = 35
 _NEGOTIATED_APIS = (ApiKey.PRODUCE, ApiKey.METADATA, ApiKey.INIT_PRODUCER_ID)
 _OPTIONAL_APIS = (ApiKey.CREATE_TOPICS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+_SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+# Java's SaslClientAuthenticator re-authenticates at 85% of the session lifetime plus up to 10% jitter: the margin
+# covers latency and clock drift, the jitter keeps many connections from re-authenticating at once (KIP-368).
+_REAUTH_WINDOW = (0.85, 0.95)
 
 Decoder = Callable[[bytes], dict[str, Any]]
 
@@ -56,7 +66,16 @@ class _Pending:
 class BrokerConnection(asyncio.Protocol):
     """A connection to one broker. Create with `await BrokerConnection.open(...)`."""
 
-    def __init__(self, node_id: int, host: str, port: int, *, client_id: str, request_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        host: str,
+        port: int,
+        *,
+        client_id: str,
+        request_timeout_ms: int,
+        sasl: SaslCredentials | None = None,
+    ) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -71,6 +90,10 @@ class BrokerConnection(asyncio.Protocol):
         self._next_correlation_id = 0
         self._closed_error: TransportError | None = None
         self._write_paused = False
+        self._sasl = sasl
+        self._held: list[bytes] | None = None  # frames written once re-authentication is done
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
@@ -85,16 +108,29 @@ class BrokerConnection(asyncio.Protocol):
         client_id: str,
         request_timeout_ms: int,
         connect_timeout_ms: int,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> BrokerConnection:
-        """Connect and negotiate API versions; raises ConnectionFailedError (or the broker's error) on failure."""
+        """Connect (TLS when `ssl_context` is given), negotiate API versions, then authenticate when `sasl` is.
+
+        Raises ConnectionFailedError when the broker cannot be reached, AuthenticationError for a rejected
+        certificate or credentials (retrying will not help), or the broker's error.
+        """
         loop = asyncio.get_running_loop()
-        conn = cls(node_id, host, port, client_id=client_id, request_timeout_ms=request_timeout_ms)
+        conn = cls(node_id, host, port, client_id=client_id, request_timeout_ms=request_timeout_ms, sasl=sasl)
+        # SNI and hostname verification use the broker's advertised host, as Java's SslFactory does.
+        server_hostname = host if ssl_context is not None else None
+        connect = loop.create_connection(lambda: conn, host, port, ssl=ssl_context, server_hostname=server_hostname)
         try:
-            await asyncio.wait_for(loop.create_connection(lambda: conn, host, port), connect_timeout_ms / 1000)
-        except (OSError, TimeoutError) as exc:
-            raise ConnectionFailedError(f"cannot connect to broker {host}:{port}: {exc or 'timed out'}") from exc
+            await asyncio.wait_for(connect, connect_timeout_ms / 1000)
+        except ssl.SSLError as exc:
+            raise tls_failure(exc, f"{host}:{port}") from None
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise ConnectionFailedError(f"cannot connect to broker {host}:{port}: {str(exc) or 'timed out'}") from exc
         try:
             await conn._negotiate_versions()
+            if sasl is not None:
+                await conn._authenticate()
         except BaseException:
             conn.close()
             raise
@@ -126,10 +162,14 @@ class BrokerConnection(asyncio.Protocol):
                 return
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_reauthentication()
         reason = f": {exc}" if exc else ""
-        self._fail_all(
-            self._closed_error or ConnectionClosedError(f"connection to {self.host}:{self.port} lost{reason}")
-        )
+        error: AioProducerError = ConnectionClosedError(f"connection to {self.host}:{self.port} lost{reason}")
+        if isinstance(exc, ssl.SSLError):
+            # TLS 1.3 servers verify the client certificate after the client's handshake is done: a rejection
+            # arrives as an alert on the first read, here.
+            error = tls_failure(exc, f"{self.host}:{self.port}")
+        self._fail_all(self._closed_error or error)
         if self.on_lost is not None:
             self.on_lost(self)
 
@@ -150,6 +190,8 @@ class BrokerConnection(asyncio.Protocol):
 
     @property
     def writable(self) -> bool:
+        # Frames sent while re-authenticating wait in `_held` and go out right after it, so nobody needs to be
+        # woken up then: a re-authenticating connection stays writable.
         return not self._write_paused and not self.closed
 
     def send(
@@ -173,7 +215,10 @@ class BrokerConnection(asyncio.Protocol):
             future = self._loop.create_future()
             timer = self._loop.call_later(self.request_timeout_s, self._on_timeout, correlation_id)
             self._pending[correlation_id] = _Pending(future, decoder or _response_decoder(api_key, api_version), timer)
-        self._transport.write(frame)
+        if self._held is not None and api_key not in _SASL_APIS:
+            self._held.append(frame)  # KIP-368: only SASL requests go out while re-authenticating
+        else:
+            self._transport.write(frame)
         return future
 
     async def request(self, api_key: ApiKey, body: Mapping[str, Any], *, version: int | None = None) -> dict[str, Any]:
@@ -196,6 +241,7 @@ class BrokerConnection(asyncio.Protocol):
             )
 
     def _abort(self, error: TransportError) -> None:
+        self._stop_reauthentication()
         if self._closed_error is None:
             self._closed_error = error
         self._fail_all(self._closed_error)
@@ -233,6 +279,46 @@ class BrokerConnection(asyncio.Protocol):
             self.versions.update(_optional_versions(broker))
             return
         raise ProtocolError(f"broker {self.host}:{self.port} kept rejecting ApiVersions")
+
+    # -- SASL ---------------------------------------------------------------------------------------------------
+    async def _authenticate(self) -> None:
+        if self._sasl is None:  # pragma: no cover - only called with credentials
+            return
+        lifetime_ms = await authenticate(self._sasl_request, self.versions, self._sasl, f"{self.host}:{self.port}")
+        if lifetime_ms > 0 and not self.closed:
+            delay_s = lifetime_ms * random.uniform(*_REAUTH_WINDOW) / 1000
+            self._reauth_timer = self._loop.call_later(delay_s, self._start_reauthentication)
+
+    async def _sasl_request(self, api_key: ApiKey, body: Mapping[str, Any], version: int) -> dict[str, Any]:
+        return await self.request(api_key, body, version=version)
+
+    def _start_reauthentication(self) -> None:
+        self._reauth_timer = None
+        if not self.closed:
+            self._held = []
+            self._reauth_task = self._loop.create_task(self._reauthenticate())
+
+    async def _reauthenticate(self) -> None:
+        """KIP-368: a fresh SaslHandshake + SaslAuthenticate on this connection; requests wait in `_held`."""
+        try:
+            await self._authenticate()
+        except AioProducerError as exc:
+            log.warning("re-authentication with broker %s:%s failed: %s", self.host, self.port, exc)
+            # In-flight requests fail as a lost connection (retriable); reconnecting reports the real error.
+            self._abort(ConnectionClosedError(f"re-authentication with broker {self.host}:{self.port} failed: {exc}"))
+            return
+        held, self._held = self._held or [], None
+        if self._transport is not None and not self.closed:
+            for frame in held:
+                self._transport.write(frame)
+
+    def _stop_reauthentication(self) -> None:
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        task, self._reauth_task = self._reauth_task, None
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
 
 
 def _optional_versions(broker: Mapping[int, tuple[int, int]]) -> dict[ApiKey, int]:

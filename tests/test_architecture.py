@@ -12,10 +12,12 @@ PURE = ["protocol", "records", "compression", "partitioner", "metadata", "accumu
 IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 # Each layer may import only from the layers listed after it (and from errors / kafka_errors, below everything).
 LAYERS = [
+    ["spark", "testing"],
     ["producer"],
     ["sender"],
     ["cluster"],
     ["connection", "delivery"],
+    ["security"],
     ["accumulator"],
     ["metadata", "idempotence", "partitioner", "validation", "models"],
     ["records"],

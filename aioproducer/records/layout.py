@@ -8,6 +8,7 @@ from __future__ import annotations
 import struct
 
 from aioproducer.errors import ProtocolError
+from aioproducer.protocol.primitives import encode_varlong, varlong_size
 
 # RecordBatch, magic v2 (KIP-98; Java's DefaultRecordBatch). Integers are big-endian.
 #
@@ -62,12 +63,7 @@ def zigzag_varint(value: int) -> bytes:
         return bytes((z & 0x7F | 0x80, z >> 7)) if z > 0x7F else bytes((z,))
     if z < 0x200000:
         return bytes((z & 0x7F | 0x80, (z >> 7) & 0x7F | 0x80, z >> 14))
-    out = bytearray()
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
+    return encode_varlong(value)
 
 
 # Precomputed encodings of 0..VARINT_TABLE_SIZE-1: offset deltas, timestamp deltas and lengths are almost always
@@ -78,12 +74,7 @@ VARINTS: tuple[bytes, ...] = tuple(zigzag_varint(n) for n in range(VARINT_TABLE_
 
 def varint_size(value: int) -> int:
     """Bytes the zigzag varint of `value` occupies."""
-    z = (value << 1) ^ (value >> 63)
-    size = 1
-    while z > 0x7F:
-        z >>= 7
-        size += 1
-    return size
+    return varlong_size(value)
 
 
 def read_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:

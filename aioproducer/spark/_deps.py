@@ -10,7 +10,9 @@ from types import ModuleType
 
 __all__ = ["EXTRA_HINT", "require"]
 
-EXTRA_HINT = "aioproducer.spark needs pyspark>=4, pyarrow and pandas: install them with `pip install 'aioproducer[spark]'`"
+EXTRA_HINT = (
+    "aioproducer.spark needs pyspark>=4, pyarrow and pandas: install them with `pip install 'aioproducer[spark]'`"
+)
 
 
 def require(module: str) -> ModuleType:

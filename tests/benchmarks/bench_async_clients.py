@@ -63,7 +63,7 @@ class AioproducerClient:
             for value in values:
                 await enqueue(topic, value)
         else:
-            for value, key in zip(values, keys):
+            for value, key in zip(values, keys, strict=True):
                 await enqueue(topic, value, key=key)
         await self.producer.flush()
 
@@ -110,7 +110,7 @@ class AiokafkaClient:
             for value in values:
                 await send(topic, value)
         else:
-            for value, key in zip(values, keys):
+            for value, key in zip(values, keys, strict=True):
                 await send(topic, value, key)
         await self.producer.flush()
 
@@ -161,7 +161,7 @@ class ConfluentAioClient:
             for value in values:
                 await produce(topic, value)
         else:
-            for value, key in zip(values, keys):
+            for value, key in zip(values, keys, strict=True):
                 await produce(topic, value, key)
         await self.producer.flush()
 
@@ -169,6 +169,8 @@ class ConfluentAioClient:
         produce, topic = self.producer.produce, self.topic
         for first in range(0, len(values), chunk):
             futures = [await produce(topic, value) for value in values[first : first + chunk]]
+            # flush() first: its futures otherwise wait for the 1 s buffer timeout to hand the tail to librdkafka.
+            await self.producer.flush()
             await asyncio.gather(*futures)
 
     async def flush(self) -> None:

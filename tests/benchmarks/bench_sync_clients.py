@@ -71,7 +71,7 @@ class ConfluentSyncClient:
 
     def _produce_all(self, values: Sequence[bytes], keys: Sequence[bytes] | None) -> None:
         produce, poll, topic = self.producer.produce, self.producer.poll, self.topic
-        pairs = zip(values, keys) if keys is not None else ((value, None) for value in values)
+        pairs = zip(values, keys, strict=True) if keys is not None else ((value, None) for value in values)
         for value, key in pairs:
             while True:
                 try:
@@ -127,7 +127,7 @@ class KafkaPythonClient:
             for value in values:
                 send(topic, value)
         else:
-            for value, key in zip(values, keys):
+            for value, key in zip(values, keys, strict=True):
                 send(topic, value, key)
         self.producer.flush()
 

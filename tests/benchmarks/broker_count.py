@@ -31,7 +31,9 @@ def count_records(bootstrap: str, topic: str, timeout_s: float = 120.0) -> int:
     )
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in partitions])
+        consumer.assign(
+            [confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in partitions]
+        )
         return _drain(consumer, set(partitions), topic, timeout_s)
     finally:
         consumer.close()

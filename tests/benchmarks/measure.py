@@ -28,8 +28,16 @@ def rss_mb() -> float:
 
 
 def peak_rss_mb() -> float:
-    """The process's resident-memory high-water mark (Linux reports ru_maxrss in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This program's resident-memory high-water mark, from VmHWM.
+
+    Not ru_maxrss: Linux carries that over from the parent across fork + exec, so every worker would report at
+    least the orchestrator's size.
+    """
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def percentile(samples: Sequence[float], q: float) -> float:

@@ -3,6 +3,7 @@
 Owns scheduling (rounds, alternating client order), a fresh broker and topic per run, and the independent count
 of what reached the broker; aggregation and output are `report.py`'s. It must not change any producer's code.
     python -m tests.benchmarks.run [--quick] [--rounds N] [--only enqueue_100B,...] [--clients aioproducer,...]
+    python -m tests.benchmarks.run --report-only [--out DIR]
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -53,7 +55,7 @@ def _spec(workload: Workload, client: str, bootstrap: str, topic: str, quick: bo
         idempotent=workload.idempotent,
         rate=workload.rate,
         buffer_memory=workload.buffer_memory,
-        extra={"budget_s": 5 if quick else 15},
+        extra={"budget_s": 5 if quick else 15, "bulk": workload.via_bulk},
     )
 
 
@@ -73,6 +75,7 @@ def _worker(spec: RunSpec, timeout_s: float) -> dict[str, Any]:
 def run_one(workload: Workload, client: str, round_no: int, quick: bool, timeout_s: float) -> dict[str, Any]:
     """One client on one workload against a fresh broker; the result says whether the broker holds every record."""
     topic = f"bench-{workload.name}-{client}-r{round_no}".replace("_", "-")
+    load_before = os.getloadavg()[0]  # other work on this small machine shows up as noise: keep a record of it
     with TansuBroker() as broker:
         create_topic(broker.bootstrap_servers, topic, PARTITIONS)
         spec = _spec(workload, client, broker.bootstrap_servers, topic, quick)
@@ -86,11 +89,11 @@ def run_one(workload: Workload, client: str, round_no: int, quick: bool, timeout
                 result["on_broker"] = -1
                 result["count_error"] = str(exc)
             result["verified"] = result["on_broker"] == expected
-    return {"workload": workload.name, "client": client, "round": round_no, **result}
+    return {"workload": workload.name, "client": client, "round": round_no, "load1": load_before, **result}
 
 
 def _describe(run: dict[str, Any]) -> str:
-    head = f"r{run['round']} {run['workload']:<18} {run['client']:<15}"
+    head = f"r{run['round']} {run['workload']:<23} {run['client']:<15}"
     if "error" in run:
         return f"{head} ERROR {run['error'].strip().splitlines()[-1]}"
     parts = [f"{run['records'] / run['elapsed_s']:>10,.0f} rec/s", f"cpu {run['cpu_s']:.2f}s"]
@@ -118,7 +121,13 @@ def _meta(args: argparse.Namespace, rounds: int) -> dict[str, Any]:
     }
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    # SystemExit unwinds the `with TansuBroker()` blocks, so a terminated run leaves no broker behind.
+    sys.exit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small counts, one round: a smoke test of ~2 minutes")
     parser.add_argument("--rounds", type=int, help="rounds per workload (default: 3, or 1 with --quick)")
@@ -126,10 +135,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", default="", help=f"comma-separated subset of {','.join(CLIENTS)}")
     parser.add_argument("--out", type=Path, help="output folder (default: results/, or results/quick/ with --quick)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before a run is abandoned")
+    parser.add_argument("--report-only", action="store_true", help="rewrite results.md and the plot from raw.json")
     args = parser.parse_args(argv)
     rounds = args.rounds or (1 if args.quick else 3)
     out: Path = args.out or (RESULTS / "quick" if args.quick else RESULTS)
     out.mkdir(parents=True, exist_ok=True)
+    if args.report_only:
+        raw = json.loads((out / "raw.json").read_text())
+        write_report(raw["meta"], raw["runs"], out)
+        return 0
     only = tuple(filter(None, args.only.split(",")))
     clients = tuple(filter(None, args.clients.split(",")))
     meta = _meta(args, rounds)

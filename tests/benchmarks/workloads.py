@@ -54,6 +54,7 @@ class Workload:
     idempotent: bool = False
     rate: int = 0
     buffer_memory: int = 0
+    via_bulk: bool = False  # for "lag": produce with send_many-style chunks instead of an enqueue loop
     clients: tuple[str, ...] = CLIENTS
 
 
@@ -89,20 +90,52 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("keyed_100B", "keyed 100 B, 10 k distinct keys", "loop", full=300_000, quick=30_000, keyed=True),
     Workload("lz4_1KB", "1 KB values, lz4", "loop", full=150_000, quick=15_000, value_size=1000, compression="lz4"),
     Workload("zstd_1KB", "1 KB values, zstd", "loop", full=150_000, quick=15_000, value_size=1000, compression="zstd"),
-    Workload("idempotent_100B", "keyless 100 B, acks=all + idempotence", "loop", full=300_000, quick=30_000,
-             idempotent=True),
+    Workload(
+        "idempotent_100B", "keyless 100 B, acks=all + idempotence", "loop", full=300_000, quick=30_000, idempotent=True
+    ),
     # Latency at a fixed rate: count = records sent at `rate` per second (5 s full, 2 s quick).
-    Workload("latency_20k", "enqueue-to-ack latency at 20 k records/s", "rate", full=100_000, quick=40_000,
-             rate=20_000),
+    Workload(
+        "latency_20k", "enqueue-to-ack latency at 20 k records/s", "rate", full=100_000, quick=40_000, rate=20_000
+    ),
     # A single `send` on an idle producer: count = samples, spaced well beyond linger.ms.
     Workload("idle_send", "single send on an idle producer", "idle", full=100, quick=30),
-    Workload("loop_lag_zstd_1KB", "event-loop lag, zstd 1 KB flat out", "lag", full=150_000, quick=15_000,
-             value_size=1000, compression="zstd", clients=ASYNC_CLIENTS),
-    # buffer_memory bound: the same flood through a small and a 4x larger buffer; RSS growth must track the buffer.
-    Workload("memory_8MB", "RSS growth, 1 KB flat out, buffer_memory=8 MB", "memory", full=300_000, quick=60_000,
-             value_size=1000, buffer_memory=8 << 20, clients=("aioproducer",)),
-    Workload("memory_32MB", "RSS growth, 1 KB flat out, buffer_memory=32 MB", "memory", full=300_000, quick=60_000,
-             value_size=1000, buffer_memory=32 << 20, clients=("aioproducer",)),
+    Workload(
+        "loop_lag_zstd_1KB",
+        "event-loop lag, zstd 1 KB, enqueue loop",
+        "lag",
+        full=150_000,
+        quick=15_000,
+        value_size=1000,
+        compression="zstd",
+        clients=ASYNC_CLIENTS,
+    ),
+    Workload(
+        "loop_lag_zstd_1KB_bulk",
+        "event-loop lag, zstd 1 KB, send_many",
+        "lag",
+        full=150_000,
+        quick=15_000,
+        value_size=1000,
+        compression="zstd",
+        via_bulk=True,
+        clients=ASYNC_CLIENTS,
+    ),
+    # buffer_memory bound: the same flood through a small and a 4x larger buffer, for 1 KB and for 100 B records;
+    # RSS growth must track the buffer (slope ~1) for the bound "buffer_memory + constant" to hold.
+    *(
+        Workload(
+            f"memory_{size}B_{mb}MB",
+            f"RSS growth, {size} B flat out, buffer_memory={mb} MB",
+            "memory",
+            full=count,
+            quick=count // 5,
+            value_size=size,
+            buffer_memory=mb << 20,
+            clients=("aioproducer",),
+        )
+        for size, count in ((1000, 300_000), (100, 1_000_000))
+        for mb in (8, 32)
+    ),
 )
 
 

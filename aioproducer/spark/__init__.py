@@ -1,0 +1,25 @@
+"""The public API of `aioproducer[spark]`: `publish(df, ...)`, `register(spark)` for `df.write.format("aioproducer")`,
+and the report types. Imports neither pyspark nor pyarrow: they load when first used.
+"""
+
+from __future__ import annotations
+
+from aioproducer.spark.publish import publish
+from aioproducer.spark.report import PartitionOffsets, PublishError, PublishReport, RecordError, TaskReport
+
+__all__ = [
+    "PartitionOffsets",
+    "PublishError",
+    "PublishReport",
+    "RecordError",
+    "TaskReport",
+    "publish",
+    "register",
+]
+
+
+def register(spark: object) -> None:
+    """Make `df.write.format("aioproducer")` available in this SparkSession (Spark 4's Python Data Source API)."""
+    from aioproducer.spark.datasource import register as register_data_source
+
+    register_data_source(spark)

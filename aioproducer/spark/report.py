@@ -1,0 +1,289 @@
+"""The delivery report of a Spark publish: per task and per Kafka partition, first errors, possible duplicates.
+Pure data, built from the producer's results on the executor and merged on the driver; imports neither Spark nor
+Arrow (the Arrow schema is built from a module handed in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aioproducer import RecordMetadata
+from aioproducer.errors import AioProducerError
+
+__all__ = [
+    "MAX_ERRORS",
+    "REPORT_DDL",
+    "PartitionOffsets",
+    "PublishError",
+    "PublishReport",
+    "RecordError",
+    "TaskReport",
+    "TaskTally",
+    "arrow_schema",
+    "merge_offsets",
+]
+
+MAX_ERRORS = 10
+_MAX_MESSAGE_CHARS = 500
+
+# One row per Spark task, the output of `mapInArrow`; `arrow_schema` must describe the same columns.
+REPORT_DDL = (
+    "spark_partition int, attempt int, stage_id int, delivered long, failed long, elapsed_ms long, "
+    "offsets array<struct<topic:string,partition:int,first_offset:long,last_offset:long,records:long>>, "
+    "errors array<struct<spark_partition:int,row:long,error:string,message:string>>"
+)
+
+
+def arrow_schema(pa: Any) -> Any:
+    """The pyarrow schema of `REPORT_DDL`, built with the given `pyarrow` module."""
+    offsets = pa.struct(
+        [
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("first_offset", pa.int64()),
+            ("last_offset", pa.int64()),
+            ("records", pa.int64()),
+        ]
+    )
+    errors = pa.struct(
+        [("spark_partition", pa.int32()), ("row", pa.int64()), ("error", pa.string()), ("message", pa.string())]
+    )
+    return pa.schema(
+        [
+            ("spark_partition", pa.int32()),
+            ("attempt", pa.int32()),
+            ("stage_id", pa.int32()),
+            ("delivered", pa.int64()),
+            ("failed", pa.int64()),
+            ("elapsed_ms", pa.int64()),
+            ("offsets", pa.list_(offsets)),
+            ("errors", pa.list_(errors)),
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """Records delivered to one Kafka partition: how many, and the lowest and highest offset among them.
+
+    Other tasks (and other producers) may have written between `first_offset` and `last_offset`. Offsets are -1
+    when the broker did not say (acks=0).
+    """
+
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+    records: int
+
+
+@dataclass(frozen=True)
+class RecordError:
+    """One record that failed: its row within its Spark partition, the exception's class name and message."""
+
+    spark_partition: int
+    row: int
+    error: str
+    message: str
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    """What one Spark task published. `attempt` > 0 means earlier attempts of this partition ran (and may have
+    published some of its rows: possible duplicates)."""
+
+    spark_partition: int
+    attempt: int
+    stage_id: int
+    delivered: int
+    failed: int
+    elapsed_ms: int
+    offsets: tuple[PartitionOffsets, ...] = ()
+    errors: tuple[RecordError, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row `REPORT_DDL` describes."""
+        row = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        row["offsets"] = [vars(o) for o in self.offsets]
+        row["errors"] = [vars(e) for e in self.errors]
+        return row
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> TaskReport:
+        """From a report row (`Row.asDict(recursive=True)` on the driver)."""
+        fields = {name: row[name] for name in cls.__dataclass_fields__ if name not in ("offsets", "errors")}
+        return cls(
+            **fields,
+            offsets=tuple(PartitionOffsets(**o) for o in row["offsets"] or ()),
+            errors=tuple(RecordError(**e) for e in row["errors"] or ()),
+        )
+
+
+@dataclass(frozen=True)
+class PublishReport:
+    """The outcome of one publish, returned on the driver: one `TaskReport` per Spark partition.
+
+    `stage_retried` (Spark re-ran the publishing stage) and `speculation` (speculative copies of tasks may have
+    published before being killed) mean any partition may have been published more than once.
+    """
+
+    tasks: tuple[TaskReport, ...]
+    stage_retried: bool = False
+    speculation: bool = False
+    partitions: tuple[PartitionOffsets, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tasks", tuple(sorted(self.tasks, key=lambda t: t.spark_partition)))
+        object.__setattr__(self, "partitions", merge_offsets(o for t in self.tasks for o in t.offsets))
+
+    @property
+    def delivered(self) -> int:
+        return sum(t.delivered for t in self.tasks)
+
+    @property
+    def failed(self) -> int:
+        return sum(t.failed for t in self.tasks)
+
+    @property
+    def ok(self) -> bool:
+        """Every record was delivered."""
+        return self.failed == 0
+
+    @property
+    def errors(self) -> tuple[RecordError, ...]:
+        """The first errors, by Spark partition then row (at most `MAX_ERRORS` from each task)."""
+        return tuple(e for t in self.tasks for e in t.errors)[:MAX_ERRORS]
+
+    @property
+    def retried_partitions(self) -> tuple[int, ...]:
+        """Spark partitions whose successful task was not the first attempt: their rows may be in Kafka twice."""
+        return tuple(t.spark_partition for t in self.tasks if t.attempt > 0)
+
+    @property
+    def may_have_duplicates(self) -> bool:
+        return bool(self.retried_partitions) or self.stage_retried or self.speculation
+
+    def summary(self) -> str:
+        """A few lines for a log or an exception message."""
+        lines = [
+            f"{self.delivered} records delivered, {self.failed} failed, by {_count(len(self.tasks), 'Spark task')} "
+            f"to {_count(len(self.partitions), 'Kafka partition')}"
+        ]
+        lines += [
+            f"  {p.topic}[{p.partition}]: {p.records} records, offsets {p.first_offset}..{p.last_offset}"
+            for p in self.partitions
+        ]
+        lines += [
+            f"  error in Spark partition {e.spark_partition} row {e.row}: {e.error}: {e.message}" for e in self.errors
+        ]
+        if self.retried_partitions:
+            lines.append(
+                f"  Spark partitions run more than once (possible duplicates): {list(self.retried_partitions)}"
+            )
+        if self.stage_retried:
+            lines.append("  the publishing stage was retried: any partition may have been published more than once")
+        if self.speculation:
+            lines.append("  spark.speculation is on: a killed speculative task may have published rows too")
+        return "\n".join(lines)
+
+
+class PublishError(AioProducerError):
+    """Some records of a publish were not delivered; `report` says which, where, and why."""
+
+    def __init__(self, report: PublishReport) -> None:
+        first = report.errors[0] if report.errors else None
+        reason = f"; first: {first.error}: {first.message}" if first else ""
+        super().__init__(f"{report.failed} of {report.delivered + report.failed} records failed to publish{reason}")
+        self.report = report
+
+    def __reduce__(self) -> tuple[type[PublishError], tuple[PublishReport]]:
+        return (type(self), (self.report,))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def merge_offsets(offsets: Iterable[PartitionOffsets]) -> tuple[PartitionOffsets, ...]:
+    """One entry per (topic, partition): records summed, the lowest first and highest last offset (-1: unknown)."""
+    merged: dict[tuple[str, int], PartitionOffsets] = {}
+    for o in offsets:
+        seen = merged.get((o.topic, o.partition))
+        if seen is not None:
+            firsts = [x for x in (seen.first_offset, o.first_offset) if x >= 0]
+            o = PartitionOffsets(
+                o.topic,
+                o.partition,
+                min(firsts, default=-1),
+                max(seen.last_offset, o.last_offset),
+                seen.records + o.records,
+            )
+        merged[(o.topic, o.partition)] = o
+    return tuple(merged[tp] for tp in sorted(merged))
+
+
+class TaskTally:
+    """Counts one task's results as its `send_many` calls return: per Kafka partition, failures, first errors."""
+
+    def __init__(self, spark_partition: int, max_errors: int = MAX_ERRORS) -> None:
+        self.spark_partition = spark_partition
+        self.max_errors = max_errors
+        self.delivered = 0
+        self.failed = 0
+        self.errors: list[RecordError] = []
+        self._offsets: dict[tuple[str, int], list[int]] = {}  # → [first, last, records]
+
+    def add(self, first_row: int, results: Sequence[RecordMetadata | BaseException]) -> None:
+        """The results of rows `first_row`, `first_row + 1`, ... of this task's Spark partition."""
+        # Group offsets per partition first and fold each group once: a tight loop, as this runs for every record.
+        groups: dict[tuple[str, int], list[int]] = {}
+        for index, result in enumerate(results):
+            if isinstance(result, BaseException):
+                self._fail(first_row + index, result)
+                continue
+            tp = (result.topic, result.partition)
+            offsets = groups.get(tp)
+            if offsets is None:
+                groups[tp] = [result.offset]
+            else:
+                offsets.append(result.offset)
+        for tp, offsets in groups.items():
+            self._fold(tp, offsets)
+            self.delivered += len(offsets)
+
+    def _fold(self, tp: tuple[str, int], offsets: list[int]) -> None:
+        low, high = min(offsets), max(offsets)
+        if low < 0:  # unknown offsets (acks=0) count as records but not in the range
+            known = [o for o in offsets if o >= 0]
+            low, high = min(known, default=-1), max(known, default=-1)
+        stats = self._offsets.get(tp)
+        if stats is None:
+            self._offsets[tp] = [low, high, len(offsets)]
+            return
+        if low >= 0 and (stats[0] < 0 or low < stats[0]):
+            stats[0] = low
+        stats[1] = max(stats[1], high)
+        stats[2] += len(offsets)
+
+    def _fail(self, row: int, error: BaseException) -> None:
+        self.failed += 1
+        if len(self.errors) < self.max_errors:
+            message = str(error)[:_MAX_MESSAGE_CHARS]
+            self.errors.append(RecordError(self.spark_partition, row, type(error).__name__, message))
+
+    def report(self, attempt: int, stage_id: int, elapsed_ms: int) -> TaskReport:
+        offsets = tuple(
+            PartitionOffsets(topic, partition, *stats) for (topic, partition), stats in sorted(self._offsets.items())
+        )
+        return TaskReport(
+            self.spark_partition,
+            attempt,
+            stage_id,
+            self.delivered,
+            self.failed,
+            elapsed_ms,
+            offsets,
+            tuple(self.errors),
+        )

@@ -1,0 +1,271 @@
+"""Lost acknowledgements and injected Produce errors against Tansu, which enforces idempotent sequences: a proxy in
+the test forwards every request but now and then kills the connection after the broker answered a Produce request
+(the batch is written, the producer never hears), answers an error instead of forwarding, or takes the broker
+down for a while. Every record must end up in the log exactly once and in order per key."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from fault_helpers import (
+    close_writer,
+    correlation_id_of,
+    frame,
+    judge,
+    read_back_async,
+    read_frame,
+    running_producer,
+    settle,
+    workload,
+)
+
+from aioproducer import RecordMetadata
+from aioproducer.protocol import ApiKey, decode_request, decode_request_header, decode_response, encode_response
+from aioproducer.testing import TansuBroker, create_topic
+
+NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS = 6, 7, 19
+SETTINGS = {
+    "linger_ms": 1,
+    "batch_size": 1024,
+    "request_timeout_ms": 3000,
+    "retry_backoff_ms": 20,
+    "retry_backoff_max_ms": 100,
+    "reconnect_backoff_ms": 20,
+    "reconnect_backoff_max_ms": 100,
+}
+
+
+class Act(enum.Enum):
+    FORWARD = "forward"
+    LOSE_ACK = "lose the acknowledgement"  # forward, then drop the connection once the broker has answered
+    FAIL_BEFORE = "fail before the broker"  # answer an error without forwarding: nothing written
+    FAIL_AFTER = "fail after the broker"  # forward, then replace the broker's success with an error
+
+
+Plan = Callable[[int], tuple[Act, int]]  # n-th Produce request (over all connections) -> (act, error code)
+
+
+class FaultyProxy:
+    """A TCP proxy for a single-broker cluster that rewrites Metadata so clients keep coming through it."""
+
+    def __init__(self, upstream: str, plan: Plan) -> None:
+        host, _, port = upstream.rpartition(":")
+        self._upstream = (host, int(port))
+        self._plan = plan
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.down = False
+        self.produce_requests = 0
+        self.faults: dict[Act, int] = dict.fromkeys(Act, 0)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port: int = self._server.sockets[0].getsockname()[1]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        await self.drop_connections()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def drop_connections(self) -> None:
+        for writer in list(self._writers):
+            await close_writer(writer)
+
+    async def _serve(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        if self.down:  # a broker that is down: the connection is accepted, then closed at once
+            await close_writer(client_writer)
+            return
+        upstream_reader, upstream_writer = await asyncio.open_connection(*self._upstream)
+        self._writers.update((client_writer, upstream_writer))
+        replies: asyncio.Queue[asyncio.Future[bytes | None]] = asyncio.Queue()  # one per request, in order
+        forwarded: deque[tuple[asyncio.Future[bytes | None], Callable[[bytes], bytes | None]]] = deque()
+        tasks = [
+            asyncio.ensure_future(self._requests(client_reader, upstream_writer, replies, forwarded)),
+            asyncio.ensure_future(self._responses(upstream_reader, forwarded)),
+            asyncio.ensure_future(self._relay(replies, client_writer)),
+        ]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for writer in (client_writer, upstream_writer):
+                self._writers.discard(writer)
+                await close_writer(writer)
+
+    async def _requests(
+        self,
+        client: asyncio.StreamReader,
+        upstream: asyncio.StreamWriter,
+        replies: asyncio.Queue[asyncio.Future[bytes | None]],
+        forwarded: deque[tuple[asyncio.Future[bytes | None], Callable[[bytes], bytes | None]]],
+    ) -> None:
+        while (request := await read_frame(client)) is not None:
+            header, _ = decode_request_header(request)
+            reply: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+            await replies.put(reply)
+            act, code = Act.FORWARD, 0
+            if header.api_key == ApiKey.PRODUCE:
+                act, code = self._plan(self.produce_requests)
+                self.produce_requests += 1
+                self.faults[act] += 1
+            if act is Act.FAIL_BEFORE:
+                reply.set_result(_produce_error(request, code))
+                continue
+            forwarded.append((reply, self._transform(header.api_key, header.api_version, act, request, code)))
+            upstream.write(frame(request))
+
+    def _transform(
+        self, api_key: int, version: int, act: Act, request: bytes, code: int
+    ) -> Callable[[bytes], bytes | None]:
+        """What to send the client for the broker's response: it as is, rewritten, an error, or None (drop)."""
+        if act is Act.LOSE_ACK:
+            return lambda response: None
+        if act is Act.FAIL_AFTER:
+            return lambda response: _produce_error(request, code)
+        if api_key == ApiKey.METADATA:
+            return lambda response: self._rewrite_metadata(version, response)
+        return frame
+
+    def _rewrite_metadata(self, version: int, response: bytes) -> bytes:
+        body = decode_response(ApiKey.METADATA, version, response[4:])
+        for broker in body["brokers"]:
+            broker["host"], broker["port"] = "127.0.0.1", self.port
+        return encode_response(ApiKey.METADATA, version, correlation_id_of(response), body)
+
+    async def _responses(
+        self,
+        upstream: asyncio.StreamReader,
+        forwarded: deque[tuple[asyncio.Future[bytes | None], Callable[[bytes], bytes | None]]],
+    ) -> None:
+        while (response := await read_frame(upstream)) is not None:
+            reply, transform = forwarded.popleft()
+            reply.set_result(transform(response))
+
+    async def _relay(self, replies: asyncio.Queue[asyncio.Future[bytes | None]], client: asyncio.StreamWriter) -> None:
+        while True:
+            reply = await (await replies.get())
+            if reply is None:
+                return  # the acknowledgement is lost with the connection
+            client.write(reply)
+            await client.drain()
+
+
+def _produce_error(request: bytes, code: int) -> bytes:
+    """A Produce response failing every partition of `request` with `code`."""
+    header, body = decode_request(request)
+    responses = [
+        {
+            "name": topic["name"],
+            "partition_responses": [
+                {"index": part["index"], "error_code": code, "base_offset": -1} for part in topic["partition_data"]
+            ],
+        }
+        for topic in body["topic_data"]
+    ]
+    return encode_response(ApiKey.PRODUCE, header.api_version, header.correlation_id, {"responses": responses})
+
+
+def every(period: int, first: int, act: Act, codes: tuple[int, ...] = (0,), limit: int = 8) -> Plan:
+    """Apply `act` to Produce requests first, first+period, ... (at most `limit` times), cycling through `codes`."""
+
+    def plan(n: int) -> tuple[Act, int]:
+        k, rest = divmod(n - first, period)
+        if n >= first and rest == 0 and k < limit:
+            return act, codes[k % len(codes)]
+        return Act.FORWARD, 0
+
+    return plan
+
+
+@pytest.fixture(scope="module")
+def tansu() -> Iterator[TansuBroker]:
+    """A Tansu of our own: a single broker that checks sequences, whatever AIOPRODUCER_BOOTSTRAP points at."""
+    with TansuBroker() as broker:
+        yield broker
+
+
+async def run_through_proxy(
+    tansu: TansuBroker, topic: str, plan: Plan, count: int, **settings: Any
+) -> tuple[FaultyProxy, list[object]]:
+    """Produce `count` keyed records through a proxy following `plan`; returns the proxy and each record's result."""
+    await asyncio.to_thread(create_topic, tansu.bootstrap_servers, topic, 3)
+    proxy = FaultyProxy(tansu.bootstrap_servers, plan)
+    await proxy.start()
+    records = workload(topic, count, keys=12, topic=topic)
+    try:
+        async with running_producer(proxy.bootstrap_servers, **{**SETTINGS, **settings}) as producer:
+            futures = [await producer.enqueue(r.topic, r.value, key=r.key) for r in records]
+            results = await settle(futures, 15)
+    finally:
+        await proxy.close()
+    verdict = judge(await read_back_async(tansu.bootstrap_servers, topic), records)
+    assert verdict.ok, str(verdict)
+    return proxy, results
+
+
+def failures(results: list[object]) -> list[object]:
+    return [r for r in results if not isinstance(r, RecordMetadata)][:3]
+
+
+@pytest.mark.parametrize("in_flight", [1, 5])
+async def test_lost_acknowledgements_leave_every_record_exactly_once(tansu: TansuBroker, in_flight: int) -> None:
+    plan = every(5, first=3, act=Act.LOSE_ACK, limit=6)
+    settings = {"max_in_flight_requests_per_connection": in_flight}
+    proxy, results = await run_through_proxy(tansu, f"lost-ack-{in_flight}", plan, 2000, **settings)
+    assert failures(results) == []
+    assert proxy.faults[Act.LOSE_ACK] == 6, proxy.faults
+    # The resent batches the broker already had come back as DUPLICATE_SEQUENCE_NUMBER: success, offset unknown.
+    assert any(isinstance(r, RecordMetadata) and r.offset == -1 for r in results)
+
+
+async def test_errors_after_the_write_are_retried_into_duplicates_the_broker_refuses(tansu: TansuBroker) -> None:
+    plan = every(7, first=2, act=Act.FAIL_AFTER, codes=(REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS), limit=6)
+    proxy, results = await run_through_proxy(tansu, "fail-after", plan, 2000)
+    assert failures(results) == []
+    assert proxy.faults[Act.FAIL_AFTER] == 6, proxy.faults
+    assert sum(1 for r in results if isinstance(r, RecordMetadata) and r.offset == -1) >= 6
+
+
+async def test_errors_before_the_write_keep_order_with_five_in_flight(tansu: TansuBroker) -> None:
+    # Requests behind a refused one reach the broker with a sequence gap (45): they must be retried after it.
+    codes = (NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS)
+    plan = every(5, first=1, act=Act.FAIL_BEFORE, codes=codes, limit=9)
+    proxy, results = await run_through_proxy(tansu, "fail-before", plan, 2000)
+    assert failures(results) == []
+    assert proxy.faults[Act.FAIL_BEFORE] == 9, proxy.faults
+
+
+async def test_a_broker_outage_mid_stream_leaves_every_record_exactly_once(tansu: TansuBroker) -> None:
+    await asyncio.to_thread(create_topic, tansu.bootstrap_servers, "outage", 3)
+    proxy = FaultyProxy(tansu.bootstrap_servers, lambda n: (Act.FORWARD, 0))
+    await proxy.start()
+    records = workload("outage", 3000, keys=12, topic="outage")
+    try:
+        async with running_producer(proxy.bootstrap_servers, **SETTINGS) as producer:
+            futures = []
+            for index, r in enumerate(records):
+                futures.append(await producer.enqueue(r.topic, r.value, key=r.key))
+                if index in (1000, 2000):  # down for a while, in the middle of the stream
+                    proxy.down = True
+                    await proxy.drop_connections()
+                    await asyncio.sleep(0.15)
+                    proxy.down = False
+            results = await settle(futures, 15)
+    finally:
+        await proxy.close()
+    assert failures(results) == []
+    verdict = judge(await read_back_async(tansu.bootstrap_servers, "outage"), records)
+    assert verdict.ok, str(verdict)
