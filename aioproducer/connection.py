@@ -1,8 +1,7 @@
-"""One broker connection: the socket, TLS and SASL, framing, correlation ids → futures, version negotiation,
-request timeouts, and KIP-368 re-authentication.
+"""One broker connection: socket, TLS, SASL (with KIP-368 re-authentication), framing, correlation ids → futures.
 
 Built on an asyncio Protocol so bytes go straight from the transport into the sans-I/O frame decoder. OS and TLS
-errors are mapped here, once (`tls_failure`); nothing above sees a socket or ssl exception.
+errors are mapped here, once; nothing above sees a socket or ssl exception.
 """
 
 from __future__ import annotations

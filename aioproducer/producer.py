@@ -41,8 +41,12 @@ __all__ = ["Producer"]
 log = logging.getLogger("aioproducer.producer")
 
 _NEW, _RUNNING, _CLOSING, _CLOSED = "new", "running", "closing", "closed"
-# send_many yields to the event loop this often, so one huge call does not starve the sender or other tasks.
-_YIELD_EVERY = 1000
+# enqueue/send_many yield to the event loop after buffering this many bytes without waiting, so a tight loop of
+# calls does not starve the sender (which could then send nothing until buffer_memory is full) or other tasks.
+_YIELD_AFTER_BYTES = 64 * 1024
+# What a buffered record costs beyond its bytes (its future or result slot and bookkeeping), charged to
+# buffer_memory so that the memory a backlog takes stays bounded by buffer_memory plus a constant.
+_RECORD_MEMORY_OVERHEAD = 160
 # A validated, serialized record: (key, value, headers, size in bytes).
 _Prepared = tuple["bytes | None", "bytes | None", "tuple[tuple[str, bytes | None], ...]", int]
 
@@ -64,12 +68,15 @@ class Producer:
         self._plain_bytes_values = cfg.value_serializer in (None, "bytes")
         self._partitioner = _resolve_partitioner(cfg)
         self._compression = CompressionType.from_name(cfg.compression_type)
-        self._max_record_bytes = min(cfg.max_request_size - BATCH_HEADER_BYTES, cfg.buffer_memory)
+        self._max_record_bytes = min(
+            cfg.max_request_size - BATCH_HEADER_BYTES, cfg.buffer_memory - _RECORD_MEMORY_OVERHEAD
+        )
         self._state = _NEW
         self._loop: asyncio.AbstractEventLoop  # set by start(); nothing uses it before
         self._memory_waiters: deque[asyncio.Future[None]] = deque()
         self._task: asyncio.Task[None] | None = None
         self._checked_topics: set[str] = set()
+        self._unyielded_bytes = 0
         self._accumulator = RecordAccumulator(
             batch_size=cfg.batch_size,
             linger_ms=cfg.linger_ms,
@@ -202,6 +209,10 @@ class Producer:
         """
         if self._state != _RUNNING:
             raise self._closed_error()
+        if self._unyielded_bytes >= _YIELD_AFTER_BYTES:
+            # Before buffering, so that a cancellation here leaves the record unsent, as documented.
+            self._unyielded_bytes = 0
+            await asyncio.sleep(0)
         future: asyncio.Future[RecordMetadata] = self._loop.create_future()
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
@@ -229,8 +240,9 @@ class Producer:
                 if pending is not None:
                     await self._append_after_waiting(topic, pending, partition, timestamp, results, slot)
                     now_wall_ms = int(time.time() * 1000)
-                elif slot % _YIELD_EVERY == _YIELD_EVERY - 1:
+                elif self._unyielded_bytes >= _YIELD_AFTER_BYTES:
                     # Let the sender and other tasks run during a long call (keeps event-loop lag low).
+                    self._unyielded_bytes = 0
                     await asyncio.sleep(0)
                     now_wall_ms = int(time.time() * 1000)
             except AioProducerError as exc:
@@ -271,7 +283,11 @@ class Producer:
         (for the topic's metadata or for buffer memory)."""
         prepared = self._prepare(topic, value, key, headers)
         info = self._cluster.metadata.topics.get(topic)
-        if info is None or self._memory_waiters or not self._accumulator.has_room(prepared[3]):
+        if (
+            info is None
+            or self._memory_waiters
+            or not self._accumulator.has_room(prepared[3] + _RECORD_MEMORY_OVERHEAD)
+        ):
             return prepared
         self._place(topic, prepared, partition, timestamp_ms, info, sink, slot)
         return None
@@ -284,8 +300,9 @@ class Producer:
         info = self._cluster.metadata.topics.get(topic)
         if info is None or not info.num_partitions:
             info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
-        if self._memory_waiters or not self._accumulator.has_room(prepared[3]):
-            await self._wait_for_memory(prepared[3], deadline)
+        memory = prepared[3] + _RECORD_MEMORY_OVERHEAD
+        if self._memory_waiters or not self._accumulator.has_room(memory):
+            await self._wait_for_memory(memory, deadline)
         if self._state != _RUNNING:
             raise self._closed_error()
         self._place(topic, prepared, partition, timestamp_ms, info, sink, slot)
@@ -306,7 +323,9 @@ class Producer:
         elif type(partition) is not int or not 0 <= partition < info.num_partitions:
             raise _unknown_partition(topic, partition, info)
         now = int(self._loop.time() * 1000)
-        if self._accumulator.append((topic, partition), timestamp_ms, key, value, header_list, sink, slot, size, now):
+        self._unyielded_bytes += size
+        memory = size + _RECORD_MEMORY_OVERHEAD
+        if self._accumulator.append((topic, partition), timestamp_ms, key, value, header_list, sink, slot, memory, now):
             self._cluster.state.touch(topic, now)
             self._sender.wake()
 

@@ -1,9 +1,6 @@
-"""Kafka proxies for the security tests: TLS termination and SASL termination in front of a real broker (Tansu).
+"""Kafka proxies for the security tests: asyncio servers on 127.0.0.1 terminating TLS and/or SASL in front of Tansu.
 
-An asyncio server on 127.0.0.1 forwards Kafka frames to the upstream broker and rewrites Metadata responses so
-clients come back through the proxy. The server side of SASL is independent of aioproducer's client code: PLAIN
-parsed per RFC 4616, SCRAM by scramp's server, OAUTHBEARER parsed per RFC 7628, and the session lifetime and
-expiry rules of KIP-368 as Java's broker applies them.
+They rewrite Metadata so clients come back through them; the SASL side is independent of aioproducer's client.
 """
 
 from __future__ import annotations

@@ -167,3 +167,28 @@ async def test_close_leaves_no_tasks_behind(bootstrap: str, topic_factory: Calla
         await producer.send(topic, b"v")
     await asyncio.sleep(0)
     assert asyncio.all_tasks() - before == set()
+
+
+async def test_a_tight_enqueue_loop_lets_the_sender_and_other_tasks_run(
+    bootstrap: str, topic_factory: Callable[..., str]
+) -> None:
+    """Regression: enqueue only suspended when it had to wait, so a tight loop of calls held the event loop until
+    buffer_memory was full — the sender sent nothing meanwhile and other tasks stalled for hundreds of ms."""
+    topic = topic_factory(2)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    async with Producer(bootstrap, linger_ms=0) as producer:
+        await producer.send(topic, b"warm-up")
+        task = asyncio.create_task(ticker())
+        futures = [await producer.enqueue(topic, b"x" * 100) for _ in range(20_000)]
+        delivered_during_loop = sum(f.done() for f in futures)
+        task.cancel()
+        await asyncio.gather(*futures)
+    assert ticks >= 10
+    assert delivered_during_loop > 0

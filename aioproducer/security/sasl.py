@@ -13,8 +13,6 @@ from inspect import isawaitable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-import scramp  # type: ignore[import-untyped]  # scramp ships no type information
-
 from aioproducer.errors import AuthenticationError, ConfigError
 
 if TYPE_CHECKING:
@@ -98,10 +96,14 @@ class ScramClient(SaslClient):
         if mechanism not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
             raise ConfigError(f"not a SCRAM mechanism: {mechanism!r}")
         self.mechanism = mechanism
+        # Imported here: scramp (with asn1crypto) would add ~30 ms to every `import aioproducer`.
+        import scramp  # type: ignore[import-untyped]  # scramp ships no type information
+
+        self._scram_error: type[Exception] = scramp.ScramException
         try:
             self._client = scramp.ScramClient([mechanism], username, password, c_nonce=nonce)
         except scramp.ScramException as exc:  # e.g. characters SASLprep prohibits
-            raise ConfigError(f"the SCRAM username or password cannot be used: {_scram_reason(exc)}") from None
+            raise ConfigError(f"the SCRAM username or password cannot be used: {exc}") from None
         self._round = 0
 
     def __repr__(self) -> str:
@@ -120,8 +122,10 @@ class ScramClient(SaslClient):
             if self._round == 2:
                 self._client.set_server_final(text)
                 return None
-        except (scramp.ScramException, UnicodeDecodeError) as exc:
-            raise AuthenticationError(f"SCRAM exchange failed: {_scram_reason(exc)}") from None
+        except UnicodeDecodeError:
+            raise AuthenticationError("SCRAM exchange failed: the server's message is not UTF-8") from None
+        except self._scram_error as exc:  # scramp's messages describe the protocol step, never the credentials
+            raise AuthenticationError(f"SCRAM exchange failed: {exc}") from None
         raise AuthenticationError("SCRAM exchange failed: the server kept sending challenges after the final one")
 
 
@@ -206,8 +210,3 @@ class SaslCredentials:
             raise ConfigError("sasl_oauth_token_provider must be an async function (it returned a non-awaitable)")
         token: str | OAuthBearerToken = await pending
         return token
-
-
-def _scram_reason(exc: Exception) -> str:
-    # scramp's messages describe protocol problems; a decode error could quote bytes, so only its kind is kept.
-    return str(exc) if isinstance(exc, scramp.ScramException) else type(exc).__name__
