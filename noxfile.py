@@ -38,3 +38,18 @@ def demo(session: nox.Session) -> None:
     """The main job: start an embedded broker, produce, read back, report. Pass options after `--`."""
     session.install("-e", ".[snappy,testing]")
     session.run("python", "examples/demo.py", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Side-by-side benchmark against aiokafka, confluent-kafka (AIOProducer, Producer) and kafka-python on an
+    embedded broker; writes tests/benchmarks/results/. `-- --quick` is a ~2-minute smoke run, the full run ~15."""
+    session.install("-e", ".[snappy,testing]", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib")
+    session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
+
+
+@nox.session
+def profile(session: nox.Session) -> None:
+    """A profile of aioproducer's hot path (py-spy and cProfile) into tests/benchmarks/results/profile/."""
+    session.install("-e", ".[snappy,testing]", "py-spy")
+    session.run("python", "-m", "tests.benchmarks.profile_hot_path", *session.posargs)

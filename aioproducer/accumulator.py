@@ -15,11 +15,13 @@ from .compression import CompressionType
 from .idempotence import NO_SEQUENCE, IdempotenceState
 from .records import BatchBuilder, ClosedBatch, read_batches
 
-__all__ = ["ProducerBatch", "RecordAccumulator", "ReadyCheck"]
+__all__ = ["ENTRY_WIDTH", "ProducerBatch", "ReadyCheck", "RecordAccumulator"]
 
 TopicPartition = tuple[str, int]
-# (sink, slot, timestamp_ms, key_size, value_size): enough to build a RecordMetadata without keeping the record.
-Entry = tuple[Any, int, int, int, int]
+# Per record, ENTRY_WIDTH consecutive items of `ProducerBatch.entries`: sink, slot, timestamp_ms, key_size,
+# value_size — enough to build a RecordMetadata without keeping the record. A flat list rather than a tuple per
+# record: a backlog of buffered records then leaves no per-record objects for the cyclic garbage collector.
+ENTRY_WIDTH = 5
 # What a Produce request costs besides its batches: header, topic and partition framing (a generous bound).
 REQUEST_OVERHEAD_BYTES = 256
 PER_BATCH_OVERHEAD_BYTES = 64
@@ -52,7 +54,7 @@ class ProducerBatch:
         self.topic, self.partition = tp
         self.builder: BatchBuilder | None = builder
         self.closed: ClosedBatch | None = None
-        self.entries: list[Entry] = []
+        self.entries: list[Any] = []
         self.created_ms = created_ms
         self.attempts = 0
         self.retry_at_ms = 0
@@ -66,7 +68,7 @@ class ProducerBatch:
 
     @property
     def record_count(self) -> int:
-        return len(self.entries)
+        return len(self.entries) // ENTRY_WIDTH
 
     def seal(self) -> None:
         """No more appends: the next record for this partition starts a new batch."""
@@ -87,7 +89,7 @@ class ProducerBatch:
         return self.builder.estimated_size if self.builder is not None else self.reserved_bytes
 
     def __repr__(self) -> str:
-        return f"<ProducerBatch {self.topic}-{self.partition} records={len(self.entries)} seq={self.base_sequence}>"
+        return f"<ProducerBatch {self.topic}-{self.partition} records={self.record_count} seq={self.base_sequence}>"
 
 
 class ReadyCheck:
@@ -166,8 +168,12 @@ class RecordAccumulator:
             queue.append(batch)
             self.incomplete.add(batch)
             wake = True
-        batch.entries.append(
-            (sink, slot, timestamp_ms, -1 if key is None else len(key), -1 if value is None else len(value))
+        batch.entries += (
+            sink,
+            slot,
+            timestamp_ms,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
         )
         batch.reserved_bytes += record_bytes
         self.used_bytes += record_bytes
@@ -257,8 +263,9 @@ class RecordAccumulator:
         encoded = batch.close().encode()
         records = [r for b in read_batches(encoded) for r in b.records]
         middle = len(records) // 2
+        cut = middle * ENTRY_WIDTH
         halves: list[ProducerBatch] = []
-        for part, entries in ((records[:middle], batch.entries[:middle]), (records[middle:], batch.entries[middle:])):
+        for part, entries in ((records[:middle], batch.entries[:cut]), (records[middle:], batch.entries[cut:])):
             builder = BatchBuilder(
                 compression=self.compression, compression_level=self.compression_level, size_limit=1 << 62
             )

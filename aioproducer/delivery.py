@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .accumulator import ProducerBatch
+from .accumulator import ENTRY_WIDTH, ProducerBatch
 from .models import RecordMetadata
 
 __all__ = ["BulkResults", "complete_batch", "fail_batch"]
@@ -39,7 +39,8 @@ def complete_batch(batch: ProducerBatch, base_offset: int, log_append_time_ms: i
     """Resolve every record of a delivered batch. `base_offset` -1 means unknown (acks=0, duplicate)."""
     topic, partition = batch.tp
     new = tuple.__new__  # RecordMetadata is a named tuple: skip its generated __new__ on this per-record path
-    for index, (sink, slot, timestamp, key_size, value_size) in enumerate(batch.entries):
+    fields = iter(batch.entries)
+    for index, (sink, slot, timestamp, key_size, value_size) in enumerate(zip(*[fields] * ENTRY_WIDTH)):
         metadata = new(
             RecordMetadata,
             (
@@ -61,7 +62,9 @@ def complete_batch(batch: ProducerBatch, base_offset: int, log_append_time_ms: i
 
 def fail_batch(batch: ProducerBatch, error: BaseException) -> None:
     """Fail every record of a batch with the same reason."""
-    for sink, slot, *_ in batch.entries:
+    entries = batch.entries
+    for position in range(0, len(entries), ENTRY_WIDTH):
+        sink, slot = entries[position], entries[position + 1]
         if slot < 0:
             if not sink.done():
                 sink.set_exception(error)
