@@ -41,6 +41,7 @@ class ProducerBatch:
         "entries",
         "full",
         "in_flight",
+        "maybe_written",
         "partition",
         "reserved_bytes",
         "retry_at_ms",
@@ -64,6 +65,8 @@ class ProducerBatch:
         self.sealed = False
         self.compressing = False
         self.in_flight = False
+        # True once a request carrying this batch ended without an answer: the broker may have written it.
+        self.maybe_written = False
         self.done_callbacks: list[Callable[[], None]] = []
 
     @property

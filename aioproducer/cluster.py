@@ -14,7 +14,14 @@ from typing import Any
 
 from .config import ProducerConfig
 from .connection import BrokerConnection
-from .errors import AioProducerError, ConnectionFailedError, KafkaError, MetadataTimeoutError, TransportError
+from .errors import (
+    AioProducerError,
+    AuthenticationError,
+    ConnectionFailedError,
+    KafkaError,
+    MetadataTimeoutError,
+    TransportError,
+)
 from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
 from .protocol import ApiKey
 from .security.sasl import SaslCredentials
@@ -73,6 +80,7 @@ class Cluster:
         self._bootstrap_connection: BrokerConnection | None = None
         self._closed = False
         self.last_error: BaseException | None = None
+        self.auth_error: AuthenticationError | None = None
 
     @property
     def metadata(self) -> ClusterMetadata:
@@ -138,30 +146,36 @@ class Cluster:
     async def _update(self, now_ms: int) -> None:
         topics = self.state.topics_to_request(now_ms)
         try:
-            conn = await self._metadata_connection()
+            conn = await self.connect_any()
             response = await conn.request(
                 ApiKey.METADATA, _metadata_body(topics, self._config.allow_auto_create_topics)
             )
             self.state.on_response(ClusterMetadata.from_response(response), topics, monotonic_ms())
             self.last_error = None
+        except AuthenticationError as exc:
+            self._fail_waiters(exc)
         except (TransportError, KafkaError) as exc:
             self.last_error = exc
             log.debug("metadata request failed: %s", exc)
             self.state.on_failure(monotonic_ms())
         except AioProducerError as exc:  # a protocol or negotiation error: fail waiters instead of retrying forever
-            self.last_error = exc
-            self.state.on_failure(monotonic_ms())
-            for waiters in self._topic_waiters.values():
-                for waiter in waiters:
-                    if not waiter.done():
-                        waiter.set_exception(exc)
+            self._fail_waiters(exc)
         finally:
             self._resolve_waiters()
             self._drop_stale_connections()
             self._wake()
 
-    async def _metadata_connection(self) -> BrokerConnection:
-        """A ready connection to some known broker; else the bootstrap list, tried in order (re-bootstrap)."""
+    def _fail_waiters(self, exc: AioProducerError) -> None:
+        self.last_error = exc
+        self.state.on_failure(monotonic_ms())
+        for waiters in self._topic_waiters.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_exception(exc)
+
+    async def connect_any(self) -> BrokerConnection:
+        """A ready connection for cluster-wide requests: to a known broker if one answers, else to the bootstrap
+        list, tried in order (re-bootstrap)."""
         for conn in self._connections.values():
             if not conn.closed:
                 return conn
@@ -208,6 +222,10 @@ class Cluster:
             self.last_error = exc
             log.debug("connecting to broker %s failed: %s", broker.node_id, exc)
             self.state.request_update()
+        except AuthenticationError as exc:
+            # Java treats this as fatal for what waits on it: the sender fails the queued records (not forever:
+            # the connection backs off, and later records try again).
+            self.last_error = self.auth_error = exc
         except AioProducerError as exc:
             self.last_error = exc
         finally:
@@ -224,7 +242,7 @@ class Cluster:
         )
         try:
             conn = await self._open(broker.host, broker.port, broker.node_id)
-        except TransportError:
+        except (TransportError, AuthenticationError):
             backoff.failed(monotonic_ms())
             raise
         backoff.succeeded()

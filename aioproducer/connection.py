@@ -156,8 +156,12 @@ class BrokerConnection(asyncio.Protocol):
             try:
                 pending.future.set_result(pending.decoder(payload))
             except ProtocolError as exc:
-                pending.future.set_exception(exc)
-                self._abort(ConnectionClosedError(f"broker {self.host}:{self.port} sent an undecodable response"))
+                # As Java's NetworkClient: the connection is unusable and the request's outcome unknown, so it
+                # fails as a (retriable) transport error, never as a verdict on the records.
+                error = ConnectionClosedError(f"broker {self.host}:{self.port} sent an undecodable response: {exc}")
+                error.__cause__ = exc
+                pending.future.set_exception(error)
+                self._abort(error)
                 return
 
     def connection_lost(self, exc: Exception | None) -> None:

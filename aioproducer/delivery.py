@@ -40,7 +40,7 @@ def complete_batch(batch: ProducerBatch, base_offset: int, log_append_time_ms: i
     topic, partition = batch.tp
     new = tuple.__new__  # RecordMetadata is a named tuple: skip its generated __new__ on this per-record path
     fields = iter(batch.entries)
-    for index, (sink, slot, timestamp, key_size, value_size) in enumerate(zip(*[fields] * ENTRY_WIDTH)):
+    for index, (sink, slot, timestamp, key_size, value_size) in enumerate(zip(*[fields] * ENTRY_WIDTH, strict=True)):
         metadata = new(
             RecordMetadata,
             (

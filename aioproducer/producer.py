@@ -102,7 +102,7 @@ class Producer:
         self._cluster = Cluster(self.config, self._wake)
         if self.config.security_protocol != "PLAINTEXT":
             try:
-                await asyncio.wait_for(self._cluster._metadata_connection(), self.config.max_block_ms / 1000)
+                await asyncio.wait_for(self._cluster.connect_any(), self.config.max_block_ms / 1000)
             except (TransportError, asyncio.TimeoutError) as exc:
                 log.warning("no bootstrap server reachable at start(), the producer keeps trying: %s", exc)
             except BaseException:
@@ -157,7 +157,13 @@ class Producer:
         await self._cluster.close()
         await self._sender.close()
         await asyncio.sleep(0)  # let the failed in-flight requests settle back into the queues
-        self._sender.fail_queued(ProducerClosedError("the producer was closed before this record was delivered"))
+        self._sender.fail_queued(
+            ProducerClosedError("the producer was closed before this record was sent"),
+            ProducerClosedError(
+                "the producer was closed while this record's request was in flight: its outcome is unknown "
+                "(the broker may have written it)"
+            ),
+        )
         for waiter in self._memory_waiters:
             if not waiter.done():
                 waiter.set_exception(ProducerClosedError("the producer was closed while waiting for buffer memory"))

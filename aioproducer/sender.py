@@ -8,7 +8,6 @@ woken. Response handling is synchronous and classifies each partition's error: d
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Callable
@@ -55,7 +54,8 @@ class Sender:
         self._idem = idempotence
         self._acks = acks
         self._rng = random.Random()
-        self._wakeup = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None
+        self._wakeup_pending = False
         self._running = True
         self._in_flight: set[asyncio.Future[dict[str, Any]]] = set()
         self._side_tasks: set[asyncio.Task[None]] = set()
@@ -65,11 +65,15 @@ class Sender:
         self.on_batch_done: Callable[[], None] = lambda: None
 
     def wake(self) -> None:
-        self._wakeup.set()
+        waiter = self._waiter
+        if waiter is None:
+            self._wakeup_pending = True
+        elif not waiter.done():
+            waiter.set_result(None)
 
     def stop(self) -> None:
         self._running = False
-        self._wakeup.set()
+        self.wake()
 
     @property
     def in_flight_requests(self) -> int:
@@ -77,7 +81,7 @@ class Sender:
 
     async def run(self) -> None:
         while self._running:
-            self._wakeup.clear()
+            self._wakeup_pending = False
             now = monotonic_ms()
             delay = self._cluster.maybe_update(now)
             if self._idem.enabled and (not self._idem.has_producer_id or self._idem.reset_pending):
@@ -93,8 +97,22 @@ class Sender:
             reconnect = self._cluster.next_reconnect_delay_ms(now)
             if reconnect is not None:
                 delay = min(delay, reconnect)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), max(delay, 1) / 1000)
+            await self._sleep(max(delay, 1) / 1000)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Until `wake()` or `seconds` pass. A plain future and timer: cheaper than wait_for, which also could
+        swallow a cancellation before Python 3.12."""
+        if self._wakeup_pending:
+            self._wakeup_pending = False
+            return
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_later(seconds, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
 
     async def close(self) -> None:
         self.stop()
@@ -239,6 +257,7 @@ class Sender:
             error = future.exception() or TransportError("no response")
         if future.cancelled() or future.exception() is not None:
             for batch in batches:
+                batch.maybe_written = True
                 self._retry_or_fail(batch, error, now)
             self._cluster.request_update()
         else:
@@ -327,6 +346,9 @@ class Sender:
         self.on_batch_done()
 
     def _expire(self, now: int) -> None:
+        auth_error, self._cluster.auth_error = self._cluster.auth_error, None
+        if auth_error is not None:
+            self.fail_queued(auth_error)
         for batch in self._acc.expired(now, self._config.delivery_timeout_ms):
             cause = f"; last error: {self._cluster.last_error}" if self._cluster.last_error else ""
             self._settle_failure(
@@ -337,10 +359,11 @@ class Sender:
                 ),
             )
 
-    def fail_queued(self, error: BaseException) -> None:
-        """Fail every batch not in flight (close after its timeout, or a fatal producer error)."""
+    def fail_queued(self, error: BaseException, outcome_unknown: BaseException | None = None) -> None:
+        """Fail every batch not in flight (close after its timeout, or a fatal producer error); batches the broker
+        may already have written fail with `outcome_unknown` when given."""
         for batch in self._acc.take_all_queued():
-            self._settle_failure(batch, error)
+            self._settle_failure(batch, outcome_unknown if outcome_unknown and batch.maybe_written else error)
 
     def _fail_everything(self, error: KafkaError) -> None:
         self.fail_queued(error)
@@ -350,3 +373,8 @@ class Sender:
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
         return task
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
