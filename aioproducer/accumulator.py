@@ -117,8 +117,14 @@ class RecordAccumulator:
         buffer_memory: int,
         compression: CompressionType,
         compression_level: int | None,
+        guarantee_order: bool = False,
     ) -> None:
         self.batch_size = batch_size
+        # With one request in flight per connection, a partition is muted while its batch is out, so a retry can
+        # never be overtaken by a later batch sent to another broker after a leader move (Java's
+        # guaranteeMessageOrder). With more in flight, ordering is the idempotent producer's sequences' job.
+        self.guarantee_order = guarantee_order
+        self.muted: set[TopicPartition] = set()
         self.linger_ms = linger_ms
         self.buffer_memory = buffer_memory
         self.compression = compression
@@ -226,7 +232,7 @@ class RecordAccumulator:
             if not queue:
                 continue
             head = queue[0]
-            if head.compressing:
+            if head.compressing or tp in self.muted:
                 continue
             if head.base_sequence != NO_SEQUENCE and not idempotence.may_send_retry(tp, head.base_sequence):
                 continue
@@ -238,12 +244,15 @@ class RecordAccumulator:
             if idempotence.enabled and head.base_sequence == NO_SEQUENCE:
                 head.base_sequence = idempotence.assign(tp, head.record_count)
             head.in_flight = True
+            if self.guarantee_order:
+                self.muted.add(tp)
             drained.append(head)
         return drained
 
     def reenqueue(self, batch: ProducerBatch, retry_at_ms: int) -> None:
         """Put a batch back for a retry, ahead of newer batches and in sequence order (Java's insertInSequenceOrder)."""
         batch.in_flight = False
+        self.muted.discard(batch.tp)
         batch.attempts += 1
         batch.retry_at_ms = retry_at_ms
         queue = self.queues.setdefault(batch.tp, deque())
@@ -284,6 +293,7 @@ class RecordAccumulator:
         halves[1].reserved_bytes = batch.reserved_bytes - halves[0].reserved_bytes
         batch.entries, batch.reserved_bytes = [], 0
         self.incomplete.discard(batch)
+        self.muted.discard(batch.tp)
         queue = self.queues.setdefault(batch.tp, deque())
         queue.extendleft(reversed(halves))
         self.incomplete.update(halves)
@@ -293,6 +303,8 @@ class RecordAccumulator:
         if batch not in self.incomplete:
             return
         self.incomplete.discard(batch)
+        if batch.in_flight:
+            self.muted.discard(batch.tp)
         self.used_bytes -= batch.reserved_bytes
         batch.reserved_bytes = 0
         callbacks, batch.done_callbacks = batch.done_callbacks, []

@@ -146,10 +146,15 @@ class BrokerConnection(asyncio.Protocol):
             self._abort(ConnectionClosedError(f"broker {self.host}:{self.port} sent a malformed frame: {exc}"))
             return
         for correlation_id, payload in frames:
-            pending = self._pending.pop(correlation_id, None)
-            if pending is None:
+            if correlation_id not in self._pending:
                 # A reply nobody waits for: brokers such as Tansu answer acks=0 Produce requests anyway.
                 continue
+            if correlation_id != next(iter(self._pending)):
+                # Kafka answers in request order on a connection; an answer for a later request while an earlier
+                # one waits means a broken peer. As Java's NetworkClient, drop the connection: both are retried.
+                self._abort(ConnectionClosedError(f"broker {self.host}:{self.port} answered requests out of order"))
+                return
+            pending = self._pending.pop(correlation_id)
             pending.timer.cancel()
             if pending.future.done():
                 continue

@@ -82,9 +82,16 @@ class ClusterMetadata:
             if t["error_code"] != 0:
                 errors[name] = t["error_code"]
                 continue
+            # A leader missing from the broker list (brokers leave it while down) is as good as unknown: nobody
+            # could connect to it, and "unknown" is what makes the sender ask for metadata again.
             parts = sorted(
                 (
-                    PartitionInfo(p["partition_index"], p["leader_id"], p.get("leader_epoch", -1), p["error_code"])
+                    PartitionInfo(
+                        p["partition_index"],
+                        p["leader_id"] if p["leader_id"] in brokers else -1,
+                        p.get("leader_epoch", -1),
+                        p["error_code"],
+                    )
                     for p in t["partitions"]
                 ),
                 key=lambda p: p.partition,

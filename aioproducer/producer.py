@@ -83,6 +83,7 @@ class Producer:
             buffer_memory=cfg.buffer_memory,
             compression=self._compression,
             compression_level=cfg.compression_level,
+            guarantee_order=cfg.max_in_flight_requests_per_connection == 1,
         )
 
     def __repr__(self) -> str:
