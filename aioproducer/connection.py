@@ -10,6 +10,7 @@ import asyncio
 import logging
 import random
 import ssl
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -90,7 +91,9 @@ class BrokerConnection(asyncio.Protocol):
         self._closed_error: TransportError | None = None
         self._write_paused = False
         self._sasl = sasl
-        self._held: list[bytes] | None = None  # frames written once re-authentication is done
+        self._held: list[tuple[int, bytes]] | None = None  # (correlation id or -1, frame) written after re-auth
+        # Correlation ids of written requests that await an answer, in wire order: Kafka answers in that order.
+        self._written: deque[int] = deque()
         self._reauth_timer: asyncio.TimerHandle | None = None
         self._reauth_task: asyncio.Task[None] | None = None
 
@@ -149,11 +152,12 @@ class BrokerConnection(asyncio.Protocol):
             if correlation_id not in self._pending:
                 # A reply nobody waits for: brokers such as Tansu answer acks=0 Produce requests anyway.
                 continue
-            if correlation_id != next(iter(self._pending)):
+            if not self._written or correlation_id != self._written[0]:
                 # Kafka answers in request order on a connection; an answer for a later request while an earlier
                 # one waits means a broken peer. As Java's NetworkClient, drop the connection: both are retried.
                 self._abort(ConnectionClosedError(f"broker {self.host}:{self.port} answered requests out of order"))
                 return
+            self._written.popleft()
             pending = self._pending.pop(correlation_id)
             pending.timer.cancel()
             if pending.future.done():
@@ -224,10 +228,16 @@ class BrokerConnection(asyncio.Protocol):
             timer = self._loop.call_later(self.request_timeout_s, self._on_timeout, correlation_id)
             self._pending[correlation_id] = _Pending(future, decoder or _response_decoder(api_key, api_version), timer)
         if self._held is not None and api_key not in _SASL_APIS:
-            self._held.append(frame)  # KIP-368: only SASL requests go out while re-authenticating
+            # KIP-368: only SASL requests go out while re-authenticating
+            self._held.append((correlation_id if expect_response else -1, frame))
         else:
-            self._transport.write(frame)
+            self._write(correlation_id if expect_response else -1, frame)
         return future
+
+    def _write(self, correlation_id: int, frame: bytes) -> None:
+        if correlation_id >= 0:
+            self._written.append(correlation_id)
+        self._transport.write(frame)  # type: ignore[union-attr]  # callers checked the connection is open
 
     async def request(self, api_key: ApiKey, body: Mapping[str, Any], *, version: int | None = None) -> dict[str, Any]:
         future = self.send(api_key, body, version=version)
@@ -317,8 +327,8 @@ class BrokerConnection(asyncio.Protocol):
             return
         held, self._held = self._held or [], None
         if self._transport is not None and not self.closed:
-            for frame in held:
-                self._transport.write(frame)
+            for correlation_id, frame in held:
+                self._write(correlation_id, frame)
 
     def _stop_reauthentication(self) -> None:
         if self._reauth_timer is not None:
