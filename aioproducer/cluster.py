@@ -175,10 +175,11 @@ class Cluster:
 
     async def connect_any(self) -> BrokerConnection:
         """A ready connection for cluster-wide requests: to a known broker if one answers, else to the bootstrap
-        list, tried in order (re-bootstrap)."""
-        for conn in self._connections.values():
-            if not conn.closed:
-                return conn
+        list, tried in order (re-bootstrap). Of the open connections, the least loaded (Java's leastLoadedNode),
+        so a refresh does not queue behind a slow Produce request."""
+        open_connections = [conn for conn in self._connections.values() if not conn.closed]
+        if open_connections:
+            return min(open_connections, key=lambda conn: conn.in_flight)
         broker = self.state.pick_broker(self._rng)
         if broker is not None:
             try:

@@ -31,7 +31,7 @@ from aioproducer.testing import TansuBroker, create_topic
 NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS = 6, 7, 19
 SETTINGS = {
     "linger_ms": 1,
-    "batch_size": 1024,
+    "batch_size": 512,
     "request_timeout_ms": 3000,
     "retry_backoff_ms": 20,
     "retry_backoff_max_ms": 100,
@@ -222,7 +222,7 @@ def failures(results: list[object]) -> list[object]:
 
 @pytest.mark.parametrize("in_flight", [1, 5])
 async def test_lost_acknowledgements_leave_every_record_exactly_once(tansu: TansuBroker, in_flight: int) -> None:
-    plan = every(5, first=3, act=Act.LOSE_ACK, limit=6)
+    plan = every(4, first=3, act=Act.LOSE_ACK, limit=6)
     settings = {"max_in_flight_requests_per_connection": in_flight}
     proxy, results = await run_through_proxy(tansu, f"lost-ack-{in_flight}", plan, 2000, **settings)
     assert failures(results) == []
@@ -232,7 +232,7 @@ async def test_lost_acknowledgements_leave_every_record_exactly_once(tansu: Tans
 
 
 async def test_errors_after_the_write_are_retried_into_duplicates_the_broker_refuses(tansu: TansuBroker) -> None:
-    plan = every(7, first=2, act=Act.FAIL_AFTER, codes=(REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS), limit=6)
+    plan = every(4, first=2, act=Act.FAIL_AFTER, codes=(REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS), limit=6)
     proxy, results = await run_through_proxy(tansu, "fail-after", plan, 2000)
     assert failures(results) == []
     assert proxy.faults[Act.FAIL_AFTER] == 6, proxy.faults
@@ -242,7 +242,7 @@ async def test_errors_after_the_write_are_retried_into_duplicates_the_broker_ref
 async def test_errors_before_the_write_keep_order_with_five_in_flight(tansu: TansuBroker) -> None:
     # Requests behind a refused one reach the broker with a sequence gap (45): they must be retried after it.
     codes = (NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS)
-    plan = every(5, first=1, act=Act.FAIL_BEFORE, codes=codes, limit=9)
+    plan = every(3, first=1, act=Act.FAIL_BEFORE, codes=codes, limit=9)
     proxy, results = await run_through_proxy(tansu, "fail-before", plan, 2000)
     assert failures(results) == []
     assert proxy.faults[Act.FAIL_BEFORE] == 9, proxy.faults
