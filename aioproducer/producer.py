@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any
@@ -21,7 +20,6 @@ from .config import ProducerConfig
 from .delivery import BulkResults
 from .errors import (
     AioProducerError,
-    BufferExhaustedError,
     KafkaTimeoutError,
     ProducerClosedError,
     RecordTooLargeError,
@@ -29,6 +27,7 @@ from .errors import (
     UnknownPartitionError,
 )
 from .idempotence import IdempotenceState
+from .memory import MemoryWaiters
 from .metadata import TopicInfo
 from .models import ProducerRecord, RecordMetadata
 from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
@@ -73,7 +72,6 @@ class Producer:
         )
         self._state = _NEW
         self._loop: asyncio.AbstractEventLoop  # set by start(); nothing uses it before
-        self._memory_waiters: deque[asyncio.Future[None]] = deque()
         self._task: asyncio.Task[None] | None = None
         self._checked_topics: set[str] = set()
         self._unyielded_bytes = 0
@@ -85,6 +83,7 @@ class Producer:
             compression_level=cfg.compression_level,
             guarantee_order=cfg.max_in_flight_requests_per_connection == 1,
         )
+        self._memory_waiters = MemoryWaiters(self._accumulator, self._wake, cfg.max_block_ms)
 
     def __repr__(self) -> str:
         return f"<Producer {self._state} bootstrap={','.join(self.config.bootstrap_servers)}>"
@@ -116,7 +115,7 @@ class Producer:
             IdempotenceState(self.config.idempotence),
             self.config.acks,
         )
-        self._sender.on_batch_done = self._on_batch_done
+        self._sender.on_batch_done = self._memory_waiters.notify
         self._task = self._loop.create_task(self._sender.run(), name="aioproducer-sender")
         self._task.add_done_callback(self._on_sender_exit)
         self._state = _RUNNING
@@ -165,11 +164,7 @@ class Producer:
                 "(the broker may have written it)"
             ),
         )
-        for waiter in self._memory_waiters:
-            if not waiter.done():
-                waiter.set_exception(ProducerClosedError("the producer was closed while waiting for buffer memory"))
-                waiter.exception()
-        self._memory_waiters.clear()
+        self._memory_waiters.fail_all(ProducerClosedError("the producer was closed while waiting for buffer memory"))
         self._state = _CLOSED
 
     def _on_sender_exit(self, task: asyncio.Task[None]) -> None:
@@ -309,7 +304,7 @@ class Producer:
             info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
         memory = prepared[3] + _RECORD_MEMORY_OVERHEAD
         if self._memory_waiters or not self._accumulator.has_room(memory):
-            await self._wait_for_memory(memory, deadline)
+            await self._memory_waiters.wait(memory, deadline)
         if self._state != _RUNNING:
             raise self._closed_error()
         self._place(topic, prepared, partition, timestamp_ms, info, sink, slot)
@@ -335,41 +330,6 @@ class Producer:
         if self._accumulator.append((topic, partition), timestamp_ms, key, value, header_list, sink, slot, memory, now):
             self._cluster.state.touch(topic, now)
             self._sender.wake()
-
-    async def _wait_for_memory(self, size: int, deadline: float) -> None:
-        """Wait in FIFO order until `size` bytes of buffer memory are free (until `deadline`, loop time)."""
-        loop = self._loop
-        waiter: asyncio.Future[None] = loop.create_future()
-        self._memory_waiters.append(waiter)
-        self._accumulator.memory_waiters += 1
-        self._wake()
-        try:
-            while not (self._memory_waiters[0] is waiter and self._accumulator.has_room(size)):
-                remaining = deadline - loop.time()
-                try:
-                    await asyncio.wait_for(asyncio.shield(waiter), max(remaining, 0))
-                except asyncio.TimeoutError:
-                    raise BufferExhaustedError(
-                        f"buffer_memory={self.config.buffer_memory} exhausted for max_block_ms="
-                        f"{self.config.max_block_ms}: the brokers are not keeping up (or not reachable)"
-                    ) from None
-                waiter = self._replace_waiter(waiter)
-        finally:
-            self._accumulator.memory_waiters -= 1
-            self._memory_waiters.remove(waiter)
-            self._on_batch_done()
-
-    def _replace_waiter(self, waiter: asyncio.Future[None]) -> asyncio.Future[None]:
-        fresh: asyncio.Future[None] = self._loop.create_future()
-        self._memory_waiters[self._memory_waiters.index(waiter)] = fresh
-        return fresh
-
-    def _on_batch_done(self) -> None:
-        """Memory was released: wake the first waiter (only the first: no thundering herd)."""
-        if self._memory_waiters:
-            first = self._memory_waiters[0]
-            if not first.done():
-                first.set_result(None)
 
     # -- flushing -----------------------------------------------------------------------------------------------
     async def flush(self, timeout: float | None = None) -> None:

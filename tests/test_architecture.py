@@ -16,7 +16,7 @@ LAYERS = [
     ["producer"],
     ["sender"],
     ["cluster"],
-    ["connection", "delivery"],
+    ["connection", "delivery", "memory"],
     ["security"],
     ["accumulator"],
     ["metadata", "idempotence", "partitioner", "validation", "models"],

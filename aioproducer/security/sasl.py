@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from inspect import isawaitable
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from aioproducer.errors import AuthenticationError, ConfigError
 
@@ -51,7 +51,7 @@ class OAuthBearerToken:
 TokenProvider: TypeAlias = Callable[[], Awaitable["str | OAuthBearerToken"]]
 
 
-class SaslClient:
+class SaslClient(Protocol):
     """One authentication exchange: `first_message()`, then `receive(server_bytes)` until it returns None.
 
     `receive` returns the next client message, or None once the exchange is complete on the client's side; it
@@ -60,11 +60,9 @@ class SaslClient:
 
     mechanism: str
 
-    def first_message(self) -> bytes:
-        raise NotImplementedError
+    def first_message(self) -> bytes: ...
 
-    def receive(self, server_bytes: bytes) -> bytes | None:
-        raise NotImplementedError
+    def receive(self, server_bytes: bytes) -> bytes | None: ...
 
 
 class PlainClient(SaslClient):

@@ -1,0 +1,66 @@
+"""Waiting for buffer memory: senders queue in arrival order and only the first is woken when memory frees up.
+
+Owns the FIFO of waiting callers (no thundering herd, no barging past those already waiting); the byte
+accounting itself stays in the accumulator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+
+from .accumulator import RecordAccumulator
+from .errors import BufferExhaustedError
+
+__all__ = ["MemoryWaiters"]
+
+
+class MemoryWaiters:
+    """The callers waiting for `buffer_memory`, served first come, first served."""
+
+    def __init__(self, accumulator: RecordAccumulator, wake_sender: Callable[[], None], max_block_ms: int) -> None:
+        self._accumulator = accumulator
+        self._wake_sender = wake_sender
+        self._max_block_ms = max_block_ms
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def __bool__(self) -> bool:
+        return bool(self._waiters)
+
+    async def wait(self, size: int, deadline: float) -> None:
+        """Until `size` bytes are free and every earlier waiter was served; BufferExhaustedError at `deadline`
+        (event-loop time). Cancelling it leaves the queue as if this caller had never come."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(waiter)
+        self._accumulator.memory_waiters += 1  # makes lingering batches ready, so memory frees up sooner
+        self._wake_sender()
+        try:
+            while not (self._waiters[0] is waiter and self._accumulator.has_room(size)):
+                try:
+                    await asyncio.wait_for(asyncio.shield(waiter), max(deadline - loop.time(), 0))
+                except asyncio.TimeoutError:
+                    raise BufferExhaustedError(
+                        f"buffer_memory={self._accumulator.buffer_memory} exhausted for max_block_ms="
+                        f"{self._max_block_ms}: the brokers are not keeping up (or not reachable)"
+                    ) from None
+                # Woken (memory was freed, or an earlier waiter left) but maybe not enough yet: wait again in place.
+                fresh: asyncio.Future[None] = loop.create_future()
+                self._waiters[self._waiters.index(waiter)] = waiter = fresh
+        finally:
+            self._accumulator.memory_waiters -= 1
+            self._waiters.remove(waiter)
+            self.notify()
+
+    def notify(self) -> None:
+        """Memory was released: wake the first waiter only."""
+        if self._waiters and not self._waiters[0].done():
+            self._waiters[0].set_result(None)
+
+    def fail_all(self, error: BaseException) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_exception(error)
+                waiter.exception()  # seen: the waiting caller re-raises it
+        self._waiters.clear()
