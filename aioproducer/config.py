@@ -1,6 +1,6 @@
 """`ProducerConfig`: the producer's settings with Java's names (dots → underscores), defaults and validation rules.
 
-Parses and validates only; imports nothing from aioproducer but `errors` and `serializers`, and does no I/O.
+Parses and validates only (security settings in `security.settings`, codec levels in `compression`); no I/O.
 """
 
 from __future__ import annotations
