@@ -5,6 +5,9 @@ Each works on a fresh machine with only Python and the registries.
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import nox
 
 nox.options.sessions = ["tests", "lint", "typecheck"]
@@ -14,6 +17,7 @@ nox.options.reuse_existing_virtualenvs = True
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite against an embedded broker (or AIOPRODUCER_BOOTSTRAP, when set)."""
+    ensure_java(session)
     session.install("-e", ".[test]")
     session.run("pytest", *session.posargs)
 
@@ -53,3 +57,14 @@ def profile(session: nox.Session) -> None:
     """A profile of aioproducer's hot path (py-spy and cProfile) into tests/benchmarks/results/profile/."""
     session.install("-e", ".[snappy,testing]", "py-spy")
     session.run("python", "-m", "tests.benchmarks.profile_hot_path", *session.posargs)
+
+
+def ensure_java(session: nox.Session) -> None:
+    """The Spark tests need a Java runtime (17 or 21): install Debian's when there is none and we may."""
+    if shutil.which("java"):
+        return
+    if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        session.run("apt-get", "update", "-qq", external=True)
+        session.run("apt-get", "install", "-y", "-qq", "openjdk-17-jre-headless", external=True)
+        return
+    session.error("the Spark tests need Java 17 or 21: install it (e.g. apt-get install openjdk-17-jre-headless)")
