@@ -73,7 +73,7 @@ class Cluster:
             retry_backoff_ms=config.retry_backoff_ms,
         )
         self._connections: dict[int, BrokerConnection] = {}
-        self._connecting: dict[int, asyncio.Task[None]] = {}
+        self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
         self._backoffs: dict[int, _Backoff] = {}
         self._topic_waiters: dict[str, list[asyncio.Future[TopicInfo]]] = {}
         self._update_task: asyncio.Task[None] | None = None
@@ -208,44 +208,52 @@ class Cluster:
             broker = self.state.cluster.brokers.get(node_id)
             backoff = self._backoffs.get(node_id)
             if broker is not None and (backoff is None or backoff.next_attempt_ms <= monotonic_ms()):
-                task = asyncio.get_running_loop().create_task(self._connect_in_background(broker))
-                self._connecting[node_id] = task
+                self._start_connecting(broker)
         return None
 
     def next_reconnect_delay_ms(self, now_ms: int) -> int | None:
         delays = [b.next_attempt_ms - now_ms for b in self._backoffs.values() if b.next_attempt_ms > now_ms]
         return min(delays) if delays else None
 
-    async def _connect_in_background(self, broker: BrokerInfo) -> None:
-        try:
-            await self._connect(broker)
-        except TransportError as exc:
-            self.last_error = exc
-            log.debug("connecting to broker %s failed: %s", broker.node_id, exc)
-            self.state.request_update()
-        except AuthenticationError as exc:
-            # Java treats this as fatal for what waits on it: the sender fails the queued records (not forever:
-            # the connection backs off, and later records try again).
-            self.last_error = self.auth_error = exc
-        except AioProducerError as exc:
-            self.last_error = exc
-        finally:
-            self._connecting.pop(broker.node_id, None)
-            self._wake()
-
     async def _connect(self, broker: BrokerInfo) -> BrokerConnection:
+        """The broker's connection, joining an attempt already under way: never two connections to one broker."""
         conn = self._connections.get(broker.node_id)
         if conn is not None and not conn.closed:
             return conn
+        task = self._connecting.get(broker.node_id) or self._start_connecting(broker)
+        return await asyncio.shield(task)
+
+    def _start_connecting(self, broker: BrokerInfo) -> asyncio.Task[BrokerConnection]:
+        task = asyncio.get_running_loop().create_task(self._open_broker(broker))
+        self._connecting[broker.node_id] = task
+        task.add_done_callback(_retrieve_exception)
+        return task
+
+    async def _open_broker(self, broker: BrokerInfo) -> BrokerConnection:
         backoff = self._backoffs.setdefault(
             broker.node_id,
             _Backoff(self._config.reconnect_backoff_ms, self._config.reconnect_backoff_max_ms, self._rng),
         )
         try:
             conn = await self._open(broker.host, broker.port, broker.node_id)
-        except (TransportError, AuthenticationError):
+        except TransportError as exc:
             backoff.failed(monotonic_ms())
+            self.last_error = exc
+            log.debug("connecting to broker %s failed: %s", broker.node_id, exc)
+            self.state.request_update()
             raise
+        except AuthenticationError as exc:
+            # Java treats this as fatal for what waits on it: the sender fails the queued records (not forever:
+            # the connection backs off, and later records try again).
+            backoff.failed(monotonic_ms())
+            self.last_error = self.auth_error = exc
+            raise
+        except AioProducerError as exc:
+            self.last_error = exc
+            raise
+        finally:
+            self._connecting.pop(broker.node_id, None)
+            self._wake()
         backoff.succeeded()
         if self._closed:
             conn.close()
@@ -317,3 +325,9 @@ def _metadata_body(topics: Sequence[str], allow_auto_create: bool) -> dict[str, 
         "include_cluster_authorized_operations": False,
         "include_topic_authorized_operations": False,
     }
+
+
+def _retrieve_exception(task: asyncio.Task[BrokerConnection]) -> None:
+    # A background attempt's failure is recorded in `last_error`; mark it seen so asyncio does not log it.
+    if not task.cancelled():
+        task.exception()
