@@ -12,6 +12,7 @@ import socket
 import ssl
 import struct
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -52,6 +53,27 @@ class _Session:
     authenticated: bool = False
     reauthenticating: bool = False
     expires_at: float | None = None
+
+
+class _InOrder:
+    """Writes answers in request order, as a Kafka broker does, whether the proxy answered (SASL) or the upstream
+    broker did: an answer that overtook an earlier request's would rightly make the client drop the connection."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self._order: deque[int] = deque()
+        self._ready: dict[int, bytes] = {}
+
+    def expect(self, correlation_id: int) -> None:
+        self._order.append(correlation_id)
+
+    def answer(self, correlation_id: int, frame: bytes) -> None:
+        if correlation_id not in self._order:
+            self.writer.write(frame)  # nobody asked (a reply to acks=0): pass it on as the broker sent it
+            return
+        self._ready[correlation_id] = frame
+        while self._order and self._order[0] in self._ready:
+            self.writer.write(self._ready.pop(self._order.popleft()))
 
 
 class KafkaProxy:
@@ -146,15 +168,17 @@ class KafkaProxy:
         pending: dict[int, tuple[ApiKey, int]] = {}
         up_writer: asyncio.StreamWriter | None = None
         pump: asyncio.Task[None] | None = None
+        answers = _InOrder(writer)
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
-            pump = asyncio.create_task(self._pump(up_reader, writer, pending))
+            pump = asyncio.create_task(self._pump(up_reader, answers, pending))
             while (frame := await _read_frame(reader)) is not None:
                 header, _ = decode_request_header(frame)
                 if not self._admit(session, ApiKey(header.api_key)):
                     break
+                answers.expect(header.correlation_id)
                 if header.api_key in _SASL_APIS and self.sasl is not None:
-                    writer.write(self._answer_sasl(session, frame))
+                    answers.answer(header.correlation_id, self._answer_sasl(session, frame))
                     continue
                 pending[header.correlation_id] = (ApiKey(header.api_key), header.api_version)
                 up_writer.write(struct.pack(">i", len(frame)) + frame)
@@ -187,7 +211,7 @@ class KafkaProxy:
         return True
 
     async def _pump(
-        self, up_reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pending: dict[int, tuple[ApiKey, int]]
+        self, up_reader: asyncio.StreamReader, answers: _InOrder, pending: dict[int, tuple[ApiKey, int]]
     ) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
             while (frame := await _read_frame(up_reader)) is not None:
@@ -195,8 +219,8 @@ class KafkaProxy:
                 api = pending.pop(correlation_id, None)
                 if api is not None:
                     frame = self._rewrite(api, correlation_id, frame)
-                writer.write(struct.pack(">i", len(frame)) + frame)
-        writer.transport.abort()
+                answers.answer(correlation_id, struct.pack(">i", len(frame)) + frame)
+        answers.writer.transport.abort()
 
     def _rewrite(self, api: tuple[ApiKey, int], correlation_id: int, frame: bytes) -> bytes:
         api_key, version = api
