@@ -125,9 +125,6 @@ class ClusterMetadata:
         topics[topic] = TopicInfo(topic, tuple(parts), available)
         return ClusterMetadata(self.brokers, topics, self.topic_errors, self.cluster_id, self.controller_id)
 
-    def with_brokers(self, brokers: Mapping[int, BrokerInfo]) -> ClusterMetadata:
-        return ClusterMetadata(brokers, self.topics, self.topic_errors, self.cluster_id, self.controller_id)
-
     def topic_error(self, topic: str) -> KafkaError | None:
         """A topic error that should fail waiting senders now (not a transient one such as auto-creation)."""
         code = self.topic_errors.get(topic)

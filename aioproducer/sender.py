@@ -19,7 +19,7 @@ from .compression import CompressionType
 from .config import ProducerConfig
 from .connection import BrokerConnection
 from .delivery import complete_batch, fail_batch
-from .errors import AioProducerError, DeliveryTimeoutError, KafkaError, TransportError
+from .errors import AioProducerError, DeliveryTimeoutError, TransportError
 from .idempotence import IdempotenceState
 from .kafka_errors import kafka_error
 from .protocol import ApiKey
@@ -74,10 +74,6 @@ class Sender:
     def stop(self) -> None:
         self._running = False
         self.wake()
-
-    @property
-    def in_flight_requests(self) -> int:
-        return len(self._in_flight)
 
     async def run(self) -> None:
         while self._running:
@@ -164,7 +160,8 @@ class Sender:
             self._bump_refused = True
         else:
             self.fatal_error = kafka_error(error, f"InitProducerId failed with error {error}")
-            self._fail_everything(self.fatal_error)
+            self.fail_queued(self.fatal_error)
+            await asyncio.sleep(self._config.retry_backoff_max_ms / 1000)  # then ask again, without spinning
 
     def _renumber_queued(self) -> None:
         """After a new producer id/epoch, queued retries take fresh sequences in queue order (KIP-360)."""
@@ -364,9 +361,6 @@ class Sender:
         may already have written fail with `outcome_unknown` when given."""
         for batch in self._acc.take_all_queued():
             self._settle_failure(batch, outcome_unknown if outcome_unknown and batch.maybe_written else error)
-
-    def _fail_everything(self, error: KafkaError) -> None:
-        self.fail_queued(error)
 
     def _spawn(self, coro: Any) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)
