@@ -177,9 +177,9 @@ class Cluster:
         """A ready connection for cluster-wide requests: to a known broker if one answers, else to the bootstrap
         list, tried in order (re-bootstrap). Of the open connections, the least loaded (Java's leastLoadedNode),
         so a refresh does not queue behind a slow Produce request."""
-        open_connections = [conn for conn in self._connections.values() if not conn.closed]
-        if open_connections:
-            return min(open_connections, key=lambda conn: conn.in_flight)
+        conn = self._least_loaded()
+        if conn is not None:
+            return conn
         broker = self.state.pick_broker(self._rng)
         if broker is not None:
             try:
@@ -290,14 +290,19 @@ class Cluster:
 
     def any_connection(self) -> BrokerConnection | None:
         """Some ready connection (for cluster-wide requests such as InitProducerId); starts one if there is none."""
-        for conn in self._connections.values():
-            if not conn.closed:
-                return conn
+        conn = self._least_loaded()
+        if conn is not None:
+            return conn
         if self._bootstrap_connection is not None and not self._bootstrap_connection.closed:
             return self._bootstrap_connection
         for node_id in self.state.cluster.brokers:
             self.connection(node_id)
         return None
+
+    def _least_loaded(self) -> BrokerConnection | None:
+        """The open broker connection with the fewest requests in flight (Java's leastLoadedNode)."""
+        open_connections = [conn for conn in self._connections.values() if not conn.closed]
+        return min(open_connections, key=lambda conn: conn.in_flight) if open_connections else None
 
     async def close(self) -> None:
         self._closed = True

@@ -31,9 +31,10 @@ from .memory import MemoryWaiters
 from .metadata import TopicInfo
 from .models import ProducerRecord, RecordMetadata
 from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
+from .records.layout import BATCH_HEADER_SIZE
 from .sender import Sender
 from .serializers import resolve_serializer
-from .validation import BATCH_HEADER_BYTES, check_headers, check_topic, record_size
+from .validation import check_headers, check_topic, record_size
 
 __all__ = ["Producer"]
 
@@ -68,7 +69,7 @@ class Producer:
         self._partitioner = _resolve_partitioner(cfg)
         self._compression = CompressionType.from_name(cfg.compression_type)
         self._max_record_bytes = min(
-            cfg.max_request_size - BATCH_HEADER_BYTES, cfg.buffer_memory - _RECORD_MEMORY_OVERHEAD
+            cfg.max_request_size - BATCH_HEADER_SIZE, cfg.buffer_memory - _RECORD_MEMORY_OVERHEAD
         )
         self._state = _NEW
         self._loop: asyncio.AbstractEventLoop  # set by start(); nothing uses it before

@@ -10,9 +10,8 @@ from collections.abc import Sequence
 
 from .errors import InvalidRecordError
 
-__all__ = ["BATCH_HEADER_BYTES", "check_headers", "check_topic", "record_size"]
+__all__ = ["check_headers", "check_topic", "record_size"]
 
-BATCH_HEADER_BYTES = 61
 # Attributes, timestamp and offset deltas, and the length varints of one record, at their widest.
 _RECORD_OVERHEAD_BYTES = 21
 _HEADER_OVERHEAD_BYTES = 10

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import sys
 import time
-from collections.abc import Iterator
 
 from aioproducer import Producer, ProducerRecord
-from aioproducer.testing import TansuBroker, create_topic, read_back
+from aioproducer.testing import broker_or_embedded, create_topic, read_back
 
 
 def progress(done: int, total: int, started: float) -> None:
@@ -49,16 +47,6 @@ async def produce(bootstrap: str, topic: str, count: int, value_size: int, compr
     return delivered, failed, time.perf_counter() - started
 
 
-@contextlib.contextmanager
-def broker(bootstrap: str | None) -> Iterator[str]:
-    if bootstrap:
-        yield bootstrap
-        return
-    with TansuBroker() as embedded:
-        print(f"started an embedded broker (Tansu) at {embedded.bootstrap_servers}")
-        yield embedded.bootstrap_servers
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: start an embedded broker)")
@@ -69,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic", default=f"aioproducer-demo-{int(time.time())}")
     args = parser.parse_args(argv)
 
-    with broker(args.bootstrap) as bootstrap:
+    with broker_or_embedded(args.bootstrap) as bootstrap:
         create_topic(bootstrap, args.topic, args.partitions)
         print(f"producing {args.records:,} records of {args.value_size} B to {args.topic!r} ({args.compression})")
         delivered, failed, seconds = asyncio.run(

@@ -11,18 +11,16 @@ prints the delivery report. With no --bootstrap it starts an embedded broker (Ta
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import os
 import random
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from aioproducer.spark import PublishReport, publish
-from aioproducer.testing import TansuBroker, create_topic
+from aioproducer.testing import broker_or_embedded, create_topic
 
 STATUSES = ("paid", "paid", "paid", "refunded", "cancelled")
 
@@ -79,16 +77,6 @@ def run_pipeline(spark: Any, bootstrap: str, topic: str, workdir: Path, orders: 
     )
 
 
-@contextlib.contextmanager
-def kafka(bootstrap: str | None) -> Iterator[str]:
-    if bootstrap:
-        yield bootstrap
-        return
-    with TansuBroker() as embedded:
-        print(f"started an embedded broker (Tansu) at {embedded.bootstrap_servers}")
-        yield embedded.bootstrap_servers
-
-
 def local_spark(master: str) -> Any:
     # Executors run this same interpreter, where aioproducer is installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -113,7 +101,7 @@ def main() -> None:
     args = parser.parse_args()
     spark = local_spark(args.master)
     try:
-        with kafka(args.bootstrap) as bootstrap, tempfile.TemporaryDirectory() as workdir:
+        with broker_or_embedded(args.bootstrap) as bootstrap, tempfile.TemporaryDirectory() as workdir:
             if not args.bootstrap:
                 create_topic(bootstrap, args.topic, 4)
             report = run_pipeline(spark, bootstrap, args.topic, Path(workdir), args.orders)

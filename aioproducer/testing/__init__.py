@@ -15,7 +15,7 @@ from aioproducer.testing.readback import (
     create_topic,
     read_back,
 )
-from aioproducer.testing.tansu import TansuBroker
+from aioproducer.testing.tansu import TansuBroker, broker_or_embedded
 
 __all__ = [
     "TIMESTAMP_CREATE_TIME",
@@ -25,6 +25,7 @@ __all__ = [
     "MockCluster",
     "TansuBroker",
     "TrackedRequest",
+    "broker_or_embedded",
     "create_topic",
     "read_back",
 ]

