@@ -2,7 +2,8 @@
 
 Owns *which* batches exist and *when* they may be sent (Java's RecordAccumulator): a partition's head batch is
 ready when full, when `linger_ms` has passed, when a retry's backoff has passed, or while flushing/closing or
-while senders wait for memory. Time arrives as `now_ms`; record futures are opaque "sinks" resolved elsewhere.
+while senders wait for memory. Time arrives as `now_ms` (or a clock, read only when a batch is created); each
+batch carries the `BatchOutcome` its records' delivery handles read, settled by the sender.
 """
 
 from __future__ import annotations
@@ -12,16 +13,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .compression import CompressionType
+from .delivery import BatchOutcome
 from .idempotence import NO_SEQUENCE, IdempotenceState
 from .records import BatchBuilder, ClosedBatch, read_batches
 
-__all__ = ["ENTRY_WIDTH", "ProducerBatch", "ReadyCheck", "RecordAccumulator"]
+__all__ = ["ProducerBatch", "ReadyCheck", "RecordAccumulator"]
 
 TopicPartition = tuple[str, int]
-# Per record, ENTRY_WIDTH consecutive items of `ProducerBatch.entries`: sink, slot, timestamp_ms, key_size,
-# value_size — enough to build a RecordMetadata without keeping the record. A flat list rather than a tuple per
-# record: a backlog of buffered records then leaves no per-record objects for the cyclic garbage collector.
-ENTRY_WIDTH = 5
 # What a Produce request costs besides its batches: header, topic and partition framing (a generous bound).
 REQUEST_OVERHEAD_BYTES = 256
 PER_BATCH_OVERHEAD_BYTES = 64
@@ -38,10 +36,10 @@ class ProducerBatch:
         "compressing",
         "created_ms",
         "done_callbacks",
-        "entries",
         "full",
         "in_flight",
         "maybe_written",
+        "outcome",
         "partition",
         "reserved_bytes",
         "retry_at_ms",
@@ -50,12 +48,12 @@ class ProducerBatch:
         "tp",
     )
 
-    def __init__(self, tp: TopicPartition, builder: BatchBuilder, created_ms: int) -> None:
+    def __init__(self, tp: TopicPartition, builder: BatchBuilder, created_ms: int, loop: Any = None) -> None:
         self.tp = tp
         self.topic, self.partition = tp
         self.builder: BatchBuilder | None = builder
         self.closed: ClosedBatch | None = None
-        self.entries: list[Any] = []
+        self.outcome = BatchOutcome(self.topic, self.partition, loop)
         self.created_ms = created_ms
         self.attempts = 0
         self.retry_at_ms = 0
@@ -71,7 +69,9 @@ class ProducerBatch:
 
     @property
     def record_count(self) -> int:
-        return len(self.entries) // ENTRY_WIDTH
+        if self.closed is not None:
+            return self.closed.record_count
+        return self.builder.record_count if self.builder is not None else 0
 
     def seal(self) -> None:
         """No more appends: the next record for this partition starts a new batch."""
@@ -135,6 +135,8 @@ class RecordAccumulator:
         self.flushing = 0
         self.closing = False
         self.memory_waiters = 0
+        # The producer's event loop, handed to each batch's outcome for the futures of records waited on.
+        self.loop: Any = None
         self._drain_start = 0
 
     def has_room(self, record_bytes: int) -> bool:
@@ -147,49 +149,39 @@ class RecordAccumulator:
         key: bytes | None,
         value: bytes | None,
         headers: Sequence[tuple[str, bytes | None]],
-        sink: Any,
-        slot: int,
         record_bytes: int,
-        now_ms: int,
-    ) -> bool:
-        """Append one record; True when the sender should wake (a batch was created or filled)."""
+        clock_ms: Callable[[], int],
+    ) -> tuple[ProducerBatch, int, bool]:
+        """Append one record: its batch, its index in the batch, and whether the sender should wake (a batch was
+        created or filled). `clock_ms` is read only when a new batch starts."""
         queue = self.queues.get(tp)
         if queue is None:
             queue = self.queues[tp] = deque()
         wake = False
         last = queue[-1] if queue else None
-        if (
-            last is not None
-            and not last.sealed
-            and last.builder is not None
-            and last.builder.try_append(timestamp_ms, key, value, headers) is not None
-        ):
+        index = None
+        if last is not None and not last.sealed and last.builder is not None:
+            index = last.builder.try_append(timestamp_ms, key, value, headers)
+        if last is not None and index is not None:
             batch = last
             builder = last.builder
         else:
             builder = BatchBuilder(
                 compression=self.compression, compression_level=self.compression_level, size_limit=self.batch_size
             )
-            builder.try_append(timestamp_ms, key, value, headers)
+            index = builder.try_append(timestamp_ms, key, value, headers)
             if last is not None:
                 last.seal()
-            batch = ProducerBatch(tp, builder, now_ms)
+            batch = ProducerBatch(tp, builder, clock_ms(), self.loop)
             queue.append(batch)
             self.incomplete.add(batch)
             wake = True
-        batch.entries += (
-            sink,
-            slot,
-            timestamp_ms,
-            -1 if key is None else len(key),
-            -1 if value is None else len(value),
-        )
         batch.reserved_bytes += record_bytes
         self.used_bytes += record_bytes
-        if not batch.full and builder.estimated_size >= self.batch_size:
+        if not batch.full and builder.estimated_size >= self.batch_size:  # type: ignore[union-attr]
             batch.full = True
             wake = True
-        return wake
+        return batch, index, wake  # type: ignore[return-value]  # an empty builder always takes the record
 
     def ready(self, now_ms: int, leader_of: Callable[[TopicPartition], int]) -> ReadyCheck:
         """Which partitions' head batches can be sent now, grouped by leader."""
@@ -269,34 +261,34 @@ class RecordAccumulator:
     def split(self, batch: ProducerBatch, retry_at_ms: int) -> None:
         """Replace a batch the broker found too large by two halves, queued at the front in its place.
 
-        The records are read back from the encoded batch (this path is rare; the hot path keeps no copies).
-        Halves take fresh sequences when drained, as after an epoch bump (Java's splitAndReenqueue).
+        The records are read back from the encoded batch (this path is rare; the hot path keeps no copies), and
+        the batch's outcome forwards each record's handle to its half. Halves take fresh sequences when drained,
+        as after an epoch bump (Java's splitAndReenqueue).
         """
         encoded = batch.close().encode()
         records = [r for b in read_batches(encoded) for r in b.records]
         middle = len(records) // 2
-        cut = middle * ENTRY_WIDTH
         halves: list[ProducerBatch] = []
-        for part, entries in ((records[:middle], batch.entries[:cut]), (records[middle:], batch.entries[cut:])):
+        for part in (records[:middle], records[middle:]):
             builder = BatchBuilder(
                 compression=self.compression, compression_level=self.compression_level, size_limit=1 << 62
             )
             for record in part:
                 builder.try_append(record.timestamp, record.key, record.value, record.headers)
-            half = ProducerBatch(batch.tp, builder, batch.created_ms)
-            half.entries = list(entries)
+            half = ProducerBatch(batch.tp, builder, batch.created_ms, batch.outcome.loop)
             half.reserved_bytes = batch.reserved_bytes * len(part) // max(len(records), 1)
             half.attempts = batch.attempts + 1
             half.retry_at_ms = retry_at_ms
             half.sealed = half.full = True
             halves.append(half)
         halves[1].reserved_bytes = batch.reserved_bytes - halves[0].reserved_bytes
-        batch.entries, batch.reserved_bytes = [], 0
+        batch.reserved_bytes = 0
         self.incomplete.discard(batch)
         self.muted.discard(batch.tp)
         queue = self.queues.setdefault(batch.tp, deque())
         queue.extendleft(reversed(halves))
         self.incomplete.update(halves)
+        batch.outcome.forward(middle, halves[0].outcome, halves[1].outcome)
 
     def release(self, batch: ProducerBatch) -> None:
         """A batch is done (delivered or failed): give its memory back and run its completion callbacks."""

@@ -1,73 +1,258 @@
-"""Settling records: turning a batch's outcome into each record's `RecordMetadata` or exception.
+"""Settling records: a batch's outcome, and the `Delivery` handle each buffered record gets.
 
-A record's "sink" is either an `asyncio.Future` (from `enqueue`/`send`) or a `BulkResults` slot (from
-`send_many`, which avoids one future per record). A sink the caller cancelled is left alone: cancelling a wait
-never unsends a record.
+A batch is settled once, as a whole (`BatchOutcome`): delivering 10 000 records costs one assignment, not 10 000
+futures. A record's `Delivery` reads its result from its batch's outcome when asked, and creates an
+`asyncio.Future` only when something waits on it (`await`, `add_done_callback`): a fire-and-forget `enqueue`
+never pays for one. When a batch is split (MESSAGE_TOO_LARGE), its outcome forwards each record to the half
+that now carries it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Generator, Sequence
+from contextvars import Context
 from typing import Any
 
-from .accumulator import ENTRY_WIDTH, ProducerBatch
+from .accelerated import DeliveryFields
 from .models import RecordMetadata
 
-__all__ = ["BulkResults", "complete_batch", "fail_batch"]
+__all__ = ["BatchOutcome", "Delivery", "results_of"]
 
 
-class BulkResults:
-    """One result slot per record of a `send_many` call, and one future that resolves when all are filled."""
+class BatchOutcome:
+    """How one batch ended: its base offset (delivered) or error (failed), shared by its records' handles."""
 
-    __slots__ = ("future", "remaining", "results")
+    __slots__ = (
+        "base_offset",
+        "done",
+        "error",
+        "first",
+        "log_append_time_ms",
+        "loop",
+        "partition",
+        "second",
+        "split_at",
+        "topic",
+        "waiters",
+    )
 
-    def __init__(self, count: int, loop: asyncio.AbstractEventLoop) -> None:
-        self.results: list[Any] = [None] * count
-        self.remaining = count
-        self.future: asyncio.Future[None] = loop.create_future()
-        if count == 0:
-            self.future.set_result(None)
+    def __init__(self, topic: str, partition: int, loop: Any) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.loop = loop  # the producer's event loop; None only for batches built outside a producer
+        self.done = False
+        self.base_offset = -1
+        self.log_append_time_ms = -1
+        self.error: BaseException | None = None
+        # Set when the batch was split: records below `split_at` moved to `first`, the rest to `second`.
+        self.split_at = 0
+        self.first: BatchOutcome | None = None
+        self.second: BatchOutcome | None = None
+        self.waiters: list[Callable[[], None]] = []
 
-    def set(self, slot: int, result: Any) -> None:
-        self.results[slot] = result
-        self.remaining -= 1
-        if self.remaining == 0 and not self.future.done():
-            self.future.set_result(None)
+    def succeed(self, base_offset: int, log_append_time_ms: int) -> None:
+        """Delivered. `base_offset` -1 means unknown (acks=0, a duplicate); `log_append_time_ms` -1 means
+        the topic keeps CreateTime."""
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self._settle()
 
+    def fail(self, error: BaseException) -> None:
+        """Failed: every record of the batch fails with `error`."""
+        self.error = error
+        self._settle()
 
-def complete_batch(batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
-    """Resolve every record of a delivered batch. `base_offset` -1 means unknown (acks=0, duplicate)."""
-    topic, partition = batch.tp
-    new = tuple.__new__  # RecordMetadata is a named tuple: skip its generated __new__ on this per-record path
-    fields = iter(batch.entries)
-    for index, (sink, slot, timestamp, key_size, value_size) in enumerate(zip(*[fields] * ENTRY_WIDTH, strict=True)):
-        metadata = new(
+    def forward(self, split_at: int, first: BatchOutcome, second: BatchOutcome) -> None:
+        """The batch was split in two: its waiters move on to the halves."""
+        self.split_at, self.first, self.second = split_at, first, second
+        self._notify()
+
+    def add_waiter(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once, when this outcome is settled or forwarded (it then re-resolves)."""
+        self.waiters.append(callback)
+
+    async def wait(self) -> None:
+        """Until this batch (or, after a split, each of its halves) is settled."""
+        if not self.done and self.first is None:
+            woken: asyncio.Future[None] = self.loop.create_future()
+            self.add_waiter(lambda: _wake(woken))
+            await woken
+        if self.first is not None and self.second is not None:
+            await self.first.wait()
+            await self.second.wait()
+
+    def metadata(self, index: int, timestamp_ms: int, key_size: int, value_size: int) -> RecordMetadata:
+        """The `RecordMetadata` of the batch's record at `index` (only once delivered)."""
+        base = self.base_offset
+        return tuple.__new__(  # a named tuple, built without its generated __new__
             RecordMetadata,
             (
-                topic,
-                partition,
-                base_offset + index if base_offset >= 0 else -1,
-                log_append_time_ms if log_append_time_ms >= 0 else timestamp,
+                self.topic,
+                self.partition,
+                base + index if base >= 0 else -1,
+                self.log_append_time_ms if self.log_append_time_ms >= 0 else timestamp_ms,
                 key_size,
                 value_size,
             ),
         )
-        if slot < 0:
-            if not sink.done():
-                sink.set_result(metadata)
-        else:
-            sink.set(slot, metadata)
-    batch.entries = []
+
+    def _settle(self) -> None:
+        self.done = True
+        self._notify()
+
+    def _notify(self) -> None:
+        waiters, self.waiters = self.waiters, []
+        for callback in waiters:
+            callback()
+
+    def __repr__(self) -> str:
+        state = "split" if self.first else "failed" if self.error else "delivered" if self.done else "pending"
+        return f"<BatchOutcome {self.topic}-{self.partition} {state}>"
 
 
-def fail_batch(batch: ProducerBatch, error: BaseException) -> None:
-    """Fail every record of a batch with the same reason."""
-    entries = batch.entries
-    for position in range(0, len(entries), ENTRY_WIDTH):
-        sink, slot = entries[position], entries[position + 1]
-        if slot < 0:
-            if not sink.done():
-                sink.set_exception(error)
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def resolve(outcome: BatchOutcome, index: int) -> tuple[BatchOutcome, int]:
+    """Follow splits to the outcome that carries a record now, and its index there."""
+    while True:
+        first, second = outcome.first, outcome.second
+        if first is None or second is None:
+            return outcome, index
+        if index < outcome.split_at:
+            outcome = first
         else:
-            sink.set(slot, error)
-    batch.entries = []
+            index -= outcome.split_at
+            outcome = second
+
+
+class Delivery(DeliveryFields):
+    """One buffered record's delivery: awaitable, and usable wherever asyncio takes a future.
+
+    `await delivery` gives its `RecordMetadata` or raises why it failed. `done()`, `result()`, `exception()`,
+    `cancelled()`, `cancel()`, `add_done_callback()` behave as `asyncio.Future`'s, and `asyncio.isfuture` holds, so
+    `asyncio.wait`, `gather`, `wait_for`, `shield` and `as_completed` accept it. Done-callbacks receive the
+    future the handle waits through, not the handle itself. Cancelling a delivery stops only the waiting: the
+    record is still sent.
+    """
+
+    __slots__ = ()
+
+    # asyncio.isfuture() looks for this attribute on the class.
+    _asyncio_future_blocking = False
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._outcome.loop  # type: ignore[no-any-return]
+
+    def done(self) -> bool:
+        future = self._future
+        if future is not None and future.done():
+            return True
+        return bool(resolve(self._outcome, self._index)[0].done)
+
+    def cancelled(self) -> bool:
+        future = self._future
+        return future is not None and future.cancelled()
+
+    def result(self) -> RecordMetadata:
+        """The record's metadata; raises its error, CancelledError, or InvalidStateError while pending."""
+        future = self._future
+        if future is not None and future.cancelled():
+            return future.result()  # type: ignore[no-any-return]  # raises CancelledError
+        outcome, index = resolve(self._outcome, self._index)
+        if not outcome.done:
+            raise asyncio.InvalidStateError("the record is not delivered yet")
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.metadata(index, self._timestamp_ms, self._key_size, self._value_size)
+
+    def exception(self) -> BaseException | None:
+        future = self._future
+        if future is not None and future.cancelled():
+            future.exception()  # raises CancelledError
+        outcome, _ = resolve(self._outcome, self._index)
+        if not outcome.done:
+            raise asyncio.InvalidStateError("the record is not delivered yet")
+        return outcome.error
+
+    def add_done_callback(self, fn: Callable[[Any], object], *, context: Context | None = None) -> None:
+        self._waiting_future().add_done_callback(fn, context=context)
+
+    def remove_done_callback(self, fn: Callable[[Any], object]) -> int:
+        future = self._future
+        return 0 if future is None else future.remove_done_callback(fn)
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        """Stop waiting (the record is still delivered). False when the record was already settled."""
+        if self.done():
+            return False
+        return self._waiting_future().cancel(msg)
+
+    def _make_cancelled_error(self) -> asyncio.CancelledError:
+        return self._waiting_future()._make_cancelled_error()  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def _cancel_message(self) -> Any:
+        return getattr(self._future, "_cancel_message", None)
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        return self._waiting_future().__await__()
+
+    __iter__ = __await__
+
+    def _waiting_future(self) -> asyncio.Future[RecordMetadata]:
+        future: asyncio.Future[RecordMetadata] | None = self._future
+        if future is None:
+            future = self.get_loop().create_future()
+            self._future = future
+            self._on_outcome()
+        return future
+
+    def _on_outcome(self) -> None:
+        outcome, index = resolve(self._outcome, self._index)
+        if not outcome.done:
+            outcome.add_waiter(self._on_outcome)
+            return
+        future: asyncio.Future[RecordMetadata] = self._future
+        if future.done():
+            return  # cancelled by whoever waited
+        if outcome.error is not None:
+            future.set_exception(outcome.error)
+        else:
+            future.set_result(outcome.metadata(index, self._timestamp_ms, self._key_size, self._value_size))
+
+    def __repr__(self) -> str:
+        outcome, index = resolve(self._outcome, self._index)
+        return f"<Delivery {outcome.topic}-{outcome.partition} #{index} of {outcome!r}>"
+
+
+async def wait_all(deliveries: Sequence[object]) -> None:
+    """Until every `Delivery` among `deliveries` is settled: one wait per batch, not per record."""
+    seen: set[int] = set()
+    for item in deliveries:
+        if isinstance(item, DeliveryFields):
+            outcome = item._outcome
+            if id(outcome) not in seen:
+                seen.add(id(outcome))
+                await outcome.wait()
+
+
+def results_of(deliveries: Sequence[object]) -> list[RecordMetadata | BaseException]:
+    """Each settled `Delivery`'s metadata or error; anything else (a record refused at the call) as it is."""
+    results: list[RecordMetadata | BaseException] = []
+    append = results.append
+    for item in deliveries:
+        if isinstance(item, DeliveryFields):
+            outcome, index = resolve(item._outcome, item._index)
+            error = outcome.error
+            append(
+                error
+                if error is not None
+                else outcome.metadata(index, item._timestamp_ms, item._key_size, item._value_size)
+            )
+        else:
+            append(item)  # type: ignore[arg-type]
+    return results

@@ -13,28 +13,22 @@ from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
+from .accelerated import speedups
 from .accumulator import RecordAccumulator
-from .cluster import Cluster
+from .appender import RECORD_MEMORY_OVERHEAD, Appender, Prepared
+from .cluster import Cluster, monotonic_ms
 from .compression import CompressionType
 from .config import ProducerConfig
-from .delivery import BulkResults
-from .errors import (
-    AioProducerError,
-    KafkaTimeoutError,
-    ProducerClosedError,
-    RecordTooLargeError,
-    TransportError,
-    UnknownPartitionError,
-)
+from .delivery import Delivery, results_of, wait_all
+from .errors import AioProducerError, KafkaTimeoutError, ProducerClosedError, TransportError
 from .idempotence import IdempotenceState
 from .memory import MemoryWaiters
-from .metadata import TopicInfo
 from .models import ProducerRecord, RecordMetadata
 from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
 from .records.layout import BATCH_HEADER_SIZE
 from .sender import Sender
 from .serializers import resolve_serializer
-from .validation import check_headers, check_topic, record_size
+from .validation import check_topic
 
 __all__ = ["Producer"]
 
@@ -44,11 +38,6 @@ _NEW, _RUNNING, _CLOSING, _CLOSED = "new", "running", "closing", "closed"
 # enqueue/send_many yield to the event loop after buffering this many bytes without waiting, so a tight loop of
 # calls does not starve the sender (which could then send nothing until buffer_memory is full) or other tasks.
 _YIELD_AFTER_BYTES = 64 * 1024
-# What a buffered record costs beyond its bytes (its future or result slot and bookkeeping), charged to
-# buffer_memory so that the memory a backlog takes stays bounded by buffer_memory plus a constant.
-_RECORD_MEMORY_OVERHEAD = 160
-# A validated, serialized record: (key, value, headers, size in bytes).
-_Prepared = tuple["bytes | None", "bytes | None", "tuple[tuple[str, bytes | None], ...]", int]
 
 
 class Producer:
@@ -62,20 +51,14 @@ class Producer:
         if bootstrap_servers is not None:
             settings["bootstrap_servers"] = bootstrap_servers
         self.config = cfg = ProducerConfig.build(config, **settings)
-        self._key_serializer = resolve_serializer(cfg.key_serializer, role="key")
-        self._value_serializer = resolve_serializer(cfg.value_serializer)
-        self._plain_bytes_keys = cfg.key_serializer in (None, "bytes")
-        self._plain_bytes_values = cfg.value_serializer in (None, "bytes")
+        # Resolved now, so that a bad serializer is a ConfigError at construction; start() builds the appender.
+        resolve_serializer(cfg.key_serializer, role="key")
+        resolve_serializer(cfg.value_serializer)
         self._partitioner = _resolve_partitioner(cfg)
         self._compression = CompressionType.from_name(cfg.compression_type)
-        self._max_record_bytes = min(
-            cfg.max_request_size - BATCH_HEADER_SIZE, cfg.buffer_memory - _RECORD_MEMORY_OVERHEAD
-        )
         self._state = _NEW
         self._loop: asyncio.AbstractEventLoop  # set by start(); nothing uses it before
         self._task: asyncio.Task[None] | None = None
-        self._checked_topics: set[str] = set()
-        self._unyielded_bytes = 0
         self._accumulator = RecordAccumulator(
             batch_size=cfg.batch_size,
             linger_ms=cfg.linger_ms,
@@ -117,9 +100,32 @@ class Producer:
             self.config.acks,
         )
         self._sender.on_batch_done = self._memory_waiters.notify
+        self._accumulator.loop = self._loop
+        self._appender = self._new_appender()
         self._task = self._loop.create_task(self._sender.run(), name="aioproducer-sender")
         self._task.add_done_callback(self._on_sender_exit)
         self._state = _RUNNING
+
+    def _new_appender(self) -> Appender:
+        cfg = self.config
+        appender_type = speedups.Appender if speedups is not None else Appender
+        appender: Appender = appender_type(
+            accumulator=self._accumulator,
+            cluster_state=self._cluster.state,
+            partitioner=self._partitioner,
+            key_serializer=resolve_serializer(cfg.key_serializer, role="key"),
+            value_serializer=resolve_serializer(cfg.value_serializer),
+            plain_bytes_keys=cfg.key_serializer in (None, "bytes"),
+            plain_bytes_values=cfg.value_serializer in (None, "bytes"),
+            max_record_bytes=min(cfg.max_request_size - BATCH_HEADER_SIZE, cfg.buffer_memory - RECORD_MEMORY_OVERHEAD),
+            size_limit_message=(
+                f"larger than max_request_size={cfg.max_request_size} / buffer_memory={cfg.buffer_memory}"
+            ),
+            delivery_type=Delivery,
+            clock_ms=monotonic_ms,
+            wake_sender=self._sender.wake,
+        )
+        return appender
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -190,10 +196,10 @@ class Producer:
 
         Cancelling `send` after the record was buffered does not unsend it: it is still delivered.
         """
-        future = await self.enqueue(
+        delivery = await self.enqueue(
             topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
         )
-        return await future
+        return await delivery
 
     async def enqueue(
         self,
@@ -204,25 +210,23 @@ class Producer:
         headers: Sequence[tuple[str, bytes | None]] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
-    ) -> asyncio.Future[RecordMetadata]:
-        """Buffer one record; returns a future of its `RecordMetadata` as soon as it is buffered.
+    ) -> Delivery:
+        """Buffer one record; returns its `Delivery` as soon as it is buffered: await it for the `RecordMetadata`.
 
         Waits (up to `max_block_ms`) only for the topic's metadata or for buffer memory. Cancelling `enqueue` while
         it waits guarantees the record is not sent; once it returned, the record will be delivered or failed.
         """
         if self._state != _RUNNING:
             raise self._closed_error()
-        if self._unyielded_bytes >= _YIELD_AFTER_BYTES:
+        appender = self._appender
+        if appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
             # Before buffering, so that a cancellation here leaves the record unsent, as documented.
-            self._unyielded_bytes = 0
+            appender.unyielded_bytes = 0
             await asyncio.sleep(0)
-        future: asyncio.Future[RecordMetadata] = self._loop.create_future()
-        if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
-        pending = self._try_append(topic, value, key, headers, partition, timestamp_ms, future, -1)
-        if pending is not None:
-            await self._append_after_waiting(topic, pending, partition, timestamp_ms, future, -1)
-        return future
+        delivery = appender.append_now(topic, value, key, headers, partition, timestamp_ms)
+        if type(delivery) is tuple:
+            delivery = await self._append_after_waiting(topic, delivery, partition)
+        return delivery  # type: ignore[return-value]
 
     async def send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
         """Send many records; one result per record, in order: its RecordMetadata or the exception it failed with.
@@ -233,104 +237,36 @@ class Producer:
         if self._state != _RUNNING:
             raise self._closed_error()
         batch = records if isinstance(records, Sequence) else list(records)
-        results = BulkResults(len(batch), self._loop)
-        try_append = self._try_append
-        now_wall_ms = int(time.time() * 1000)
-        for slot, (topic, value, key, headers, partition, timestamp_ms) in enumerate(batch):
-            try:
-                timestamp = now_wall_ms if timestamp_ms is None else timestamp_ms
-                pending = try_append(topic, value, key, headers, partition, timestamp, results, slot)
-                if pending is not None:
-                    await self._append_after_waiting(topic, pending, partition, timestamp, results, slot)
-                    now_wall_ms = int(time.time() * 1000)
-                elif self._unyielded_bytes >= _YIELD_AFTER_BYTES:
-                    # Let the sender and other tasks run during a long call (keeps event-loop lag low).
-                    self._unyielded_bytes = 0
-                    await asyncio.sleep(0)
-                    now_wall_ms = int(time.time() * 1000)
-            except AioProducerError as exc:
-                results.set(slot, exc)
-        await results.future
-        return results.results
+        appender = self._appender
+        deliveries: list[Any] = []
+        index = 0
+        while index < len(batch):
+            index = appender.append_many(batch, index, int(time.time() * 1000), deliveries, _YIELD_AFTER_BYTES)
+            if deliveries and type(deliveries[-1]) is tuple:
+                topic, partition = batch[index - 1][0], batch[index - 1][4]
+                try:
+                    deliveries[-1] = await self._append_after_waiting(topic, deliveries[-1], partition)
+                except AioProducerError as exc:
+                    deliveries[-1] = exc
+            elif appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
+                # Let the sender and other tasks run during a long call (keeps event-loop lag low).
+                appender.unyielded_bytes = 0
+                await asyncio.sleep(0)
+        await wait_all(deliveries)
+        return results_of(deliveries)
 
-    def _prepare(self, topic: str, value: Any, key: Any, headers: Any) -> _Prepared:
-        """Validate and serialize: raises a typed error for bad input, before anything is buffered."""
-        if topic not in self._checked_topics:
-            check_topic(topic)
-            self._checked_topics.add(topic)
-        if not (self._plain_bytes_keys and (key is None or type(key) is bytes)):
-            key = self._key_serializer(key)
-        if not (self._plain_bytes_values and (value is None or type(value) is bytes)):
-            value = self._value_serializer(value)
-        header_list = check_headers(headers) if headers else ()
-        size = record_size(key, value, header_list)
-        if size > self._max_record_bytes:
-            raise RecordTooLargeError(
-                f"the record is {size} bytes when serialized, larger than max_request_size="
-                f"{self.config.max_request_size} / buffer_memory={self.config.buffer_memory}"
-            )
-        return key, value, header_list, size
-
-    def _try_append(
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        headers: Any,
-        partition: int | None,
-        timestamp_ms: int,
-        sink: Any,
-        slot: int,
-    ) -> _Prepared | None:
-        """Append without waiting. Returns None when done, or the prepared record when it must wait first
-        (for the topic's metadata or for buffer memory)."""
-        prepared = self._prepare(topic, value, key, headers)
-        info = self._cluster.metadata.topics.get(topic)
-        if (
-            info is None
-            or self._memory_waiters
-            or not self._accumulator.has_room(prepared[3] + _RECORD_MEMORY_OVERHEAD)
-        ):
-            return prepared
-        self._place(topic, prepared, partition, timestamp_ms, info, sink, slot)
-        return None
-
-    async def _append_after_waiting(
-        self, topic: str, prepared: _Prepared, partition: int | None, timestamp_ms: int, sink: Any, slot: int
-    ) -> None:
+    async def _append_after_waiting(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
         """The slow path: wait for metadata and memory (together bounded by `max_block_ms`), then append."""
         deadline = self._loop.time() + self.config.max_block_ms / 1000
         info = self._cluster.metadata.topics.get(topic)
         if info is None or not info.num_partitions:
             info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
-        memory = prepared[3] + _RECORD_MEMORY_OVERHEAD
+        memory = prepared[3] + RECORD_MEMORY_OVERHEAD
         if self._memory_waiters or not self._accumulator.has_room(memory):
             await self._memory_waiters.wait(memory, deadline)
         if self._state != _RUNNING:
             raise self._closed_error()
-        self._place(topic, prepared, partition, timestamp_ms, info, sink, slot)
-
-    def _place(
-        self,
-        topic: str,
-        prepared: _Prepared,
-        partition: int | None,
-        timestamp_ms: int,
-        info: TopicInfo,
-        sink: Any,
-        slot: int,
-    ) -> None:
-        key, value, header_list, size = prepared
-        if partition is None:
-            partition = self._partitioner.partition(topic, key, size, info)
-        elif type(partition) is not int or not 0 <= partition < info.num_partitions:
-            raise _unknown_partition(topic, partition, info)
-        now = int(self._loop.time() * 1000)
-        self._unyielded_bytes += size
-        memory = size + _RECORD_MEMORY_OVERHEAD
-        if self._accumulator.append((topic, partition), timestamp_ms, key, value, header_list, sink, slot, memory, now):
-            self._cluster.state.touch(topic, now)
-            self._sender.wake()
+        return self._appender.place(topic, prepared, partition, info)
 
     # -- flushing -----------------------------------------------------------------------------------------------
     async def flush(self, timeout: float | None = None) -> None:
@@ -386,12 +322,6 @@ class Producer:
                 "the producer was not started: use `async with Producer(...)` or `await start()`"
             )
         return ProducerClosedError(f"the producer is {self._state}: no more records can be sent")
-
-
-def _unknown_partition(topic: str, partition: object, info: TopicInfo) -> UnknownPartitionError:
-    return UnknownPartitionError(
-        f"partition {partition!r} does not exist in topic {topic!r}, which has partitions 0..{info.num_partitions - 1}"
-    )
 
 
 def _resolve_partitioner(cfg: ProducerConfig) -> Partitioner:

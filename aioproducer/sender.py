@@ -18,7 +18,6 @@ from .cluster import Cluster, monotonic_ms
 from .compression import CompressionType
 from .config import ProducerConfig
 from .connection import BrokerConnection
-from .delivery import complete_batch, fail_batch
 from .errors import AioProducerError, DeliveryTimeoutError, TransportError
 from .idempotence import IdempotenceState
 from .kafka_errors import kafka_error
@@ -331,14 +330,14 @@ class Sender:
     def _settle_success(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
         if batch.base_sequence >= 0:
             self._idem.on_success(batch.tp, batch.base_sequence, batch.record_count)
-        complete_batch(batch, base_offset, log_append_time_ms)
+        batch.outcome.succeed(base_offset, log_append_time_ms)
         self._acc.release(batch)
         self.on_batch_done()
 
     def _settle_failure(self, batch: ProducerBatch, error: BaseException) -> None:
         if batch.base_sequence >= 0:
             self._idem.on_dropped(batch.tp, batch.base_sequence)
-        fail_batch(batch, error)
+        batch.outcome.fail(error)
         self._acc.release(batch)
         self.on_batch_done()
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from aioproducer.accumulator import ENTRY_WIDTH, RecordAccumulator
+from aioproducer.accumulator import RecordAccumulator
+from aioproducer.delivery import resolve
 from aioproducer.compression import CompressionType
 from aioproducer.idempotence import IdempotenceState
 from aioproducer.records import read_batches
@@ -20,8 +21,9 @@ def make(batch_size: int = 1000, linger_ms: int = 5, buffer_memory: int = 10_000
     )
 
 
-def append(acc: RecordAccumulator, value: bytes, now: int, tp: tuple[str, int] = TP, slot: int = 0) -> bool:
-    return acc.append(tp, 1_000 + now, None, value, (), None, slot, len(value) + 21, now)
+def append(acc: RecordAccumulator, value: bytes, now: int, tp: tuple[str, int] = TP) -> bool:
+    _, _, wake = acc.append(tp, 1_000 + now, None, value, (), len(value) + 21, lambda: now)
+    return wake
 
 
 def test_first_record_creates_a_batch_and_wakes_the_sender() -> None:
@@ -42,7 +44,7 @@ def test_head_batch_is_ready_after_linger_and_not_before() -> None:
 
 def test_full_batch_is_ready_at_once() -> None:
     acc = make(batch_size=200, linger_ms=10_000)
-    woke = [append(acc, b"x" * 50, 0, slot=i) for i in range(6)]
+    woke = [append(acc, b"x" * 50, 0) for i in range(6)]
     assert woke.count(True) >= 2  # a batch was created, then filled
     assert acc.ready(0, lambda tp: 1).ready == {1: [TP]}
 
@@ -65,7 +67,7 @@ def test_flush_makes_lingering_batches_ready() -> None:
 def test_drain_takes_one_batch_per_partition_and_assigns_sequences() -> None:
     acc = make(batch_size=100, linger_ms=0)
     for i in range(10):
-        append(acc, b"y" * 40, 0, slot=i)
+        append(acc, b"y" * 40, 0)
     append(acc, b"z", 0, tp=("t", 1))
     idem = IdempotenceState(True)
     idem.set_producer_id(5, 0)
@@ -90,7 +92,7 @@ def test_drain_respects_max_request_size_but_always_takes_one() -> None:
 def test_retry_goes_back_ahead_of_newer_batches_in_sequence_order() -> None:
     acc = make(batch_size=60, linger_ms=0)
     for i in range(3):
-        append(acc, b"q" * 50, 0, slot=i)
+        append(acc, b"q" * 50, 0)
     idem = IdempotenceState(True)
     idem.set_producer_id(1, 0)
     b0 = acc.drain([TP], 10**6, idem)[0]
@@ -127,15 +129,17 @@ def test_expired_removes_only_batches_past_the_delivery_timeout() -> None:
     assert acc.has_queued()
 
 
-def test_split_halves_a_batch_keeping_records_entries_and_memory() -> None:
+def test_split_halves_a_batch_keeping_records_outcomes_and_memory() -> None:
     acc = make(batch_size=10_000, linger_ms=0)
-    for i in range(5):
-        acc.append(TP, 1000 + i, b"k%d" % i, b"v%d" % i, (("h", b"x"),), None, i, 30, 0)
+    indexes = [acc.append(TP, 1000 + i, b"k%d" % i, b"v%d" % i, (("h", b"x"),), 30, lambda: 0)[1] for i in range(5)]
+    assert indexes == [0, 1, 2, 3, 4]
     batch = acc.drain([TP], 10**6, IdempotenceState(False))[0]
     acc.split(batch, retry_at_ms=7)
     halves = list(acc.queues[TP])
     assert [h.record_count for h in halves] == [2, 3]
-    assert [slot for h in halves for slot in h.entries[1::ENTRY_WIDTH]] == [0, 1, 2, 3, 4]
+    # Each record's handle now reads the outcome of the half that carries it, at its index there.
+    moved = [resolve(batch.outcome, i) for i in range(5)]
+    assert moved == [(halves[0].outcome, 0), (halves[0].outcome, 1)] + [(halves[1].outcome, i) for i in range(3)]
     values = [r.value for h in halves for b in read_batches(h.close().encode()) for r in b.records]
     assert values == [b"v%d" % i for i in range(5)]
     assert sum(h.reserved_bytes for h in halves) == 150 and acc.used_bytes == 150

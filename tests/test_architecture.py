@@ -14,17 +14,19 @@ IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 LAYERS = [
     ["spark", "testing"],
     ["producer"],
-    ["sender"],
+    ["appender", "sender"],
     ["cluster"],
-    ["connection", "delivery", "memory"],
+    ["connection", "memory"],
     ["security"],
     ["accumulator"],
+    ["delivery"],
     ["metadata", "idempotence", "partitioner", "validation", "models"],
     ["records"],
     ["compression"],
     ["protocol"],
 ]
-BASE = {"errors", "kafka_errors", "config", "serializers", "__init__"}
+# `accelerated` picks the compiled `_speedups` twins of hot-path parts; the extension itself imports nothing else.
+BASE = {"errors", "kafka_errors", "config", "serializers", "accelerated", "_speedups", "__init__"}
 
 
 def imports_of(path: Path) -> set[str]:

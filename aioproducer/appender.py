@@ -1,0 +1,143 @@
+"""Appending records on the caller's side: validate, serialize, partition, account memory, buffer, hand back a
+`Delivery`.
+
+Owns the per-record hot path of `enqueue` and `send_many`; the compiled extension has a twin of `Appender` with the
+same behaviour (`aioproducer.accelerated`). An append that cannot finish at once (the topic's metadata is unknown,
+or buffer memory is short) returns the prepared record instead, for the producer to wait with and then `place`:
+nothing is buffered before that.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .accumulator import RecordAccumulator
+from .delivery import Delivery
+from .errors import AioProducerError, RecordTooLargeError, UnknownPartitionError
+from .metadata import MetadataState, TopicInfo
+from .partitioner import Partitioner
+from .validation import check_headers, check_topic, record_size
+
+__all__ = ["RECORD_MEMORY_OVERHEAD", "Appender", "Prepared"]
+
+# What a buffered record costs beyond its bytes (its share of the batch's bookkeeping and of a handle kept by the
+# caller), charged to buffer_memory so that the memory a backlog takes stays bounded by buffer_memory plus a constant.
+RECORD_MEMORY_OVERHEAD = 160
+# A validated, serialized record that must wait before it is buffered: (key, value, headers, size, timestamp_ms).
+Prepared = tuple["bytes | None", "bytes | None", "tuple[tuple[str, bytes | None], ...]", int, int]
+
+
+class Appender:
+    """Buffers records for one producer. `unyielded_bytes` counts bytes buffered since the caller last yielded."""
+
+    def __init__(
+        self,
+        *,
+        accumulator: RecordAccumulator,
+        cluster_state: MetadataState,
+        partitioner: Partitioner,
+        key_serializer: Callable[[Any], bytes | None],
+        value_serializer: Callable[[Any], bytes | None],
+        plain_bytes_keys: bool,
+        plain_bytes_values: bool,
+        max_record_bytes: int,
+        size_limit_message: str,
+        delivery_type: type[Delivery],
+        clock_ms: Callable[[], int],
+        wake_sender: Callable[[], None],
+    ) -> None:
+        self._acc = accumulator
+        self._cluster_state = cluster_state
+        self._partitioner = partitioner
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._plain_bytes_keys = plain_bytes_keys
+        self._plain_bytes_values = plain_bytes_values
+        self._max_record_bytes = max_record_bytes
+        self._size_limit_message = size_limit_message
+        self._delivery_type = delivery_type
+        self._clock_ms = clock_ms
+        self._wake_sender = wake_sender
+        self._checked_topics: set[str] = set()
+        self.unyielded_bytes = 0
+
+    def append_now(
+        self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
+    ) -> Delivery | Prepared:
+        """Buffer the record and return its Delivery, or return it prepared (a tuple) when it must wait first."""
+        prepared = self._prepare(topic, value, key, headers, timestamp_ms)
+        info = self._cluster_state.cluster.topics.get(topic)
+        acc = self._acc
+        if info is None or acc.memory_waiters or not acc.has_room(prepared[3] + RECORD_MEMORY_OVERHEAD):
+            return prepared
+        return self.place(topic, prepared, partition, info)
+
+    def append_many(
+        self, records: Sequence[Any], start: int, now_wall_ms: int, out: list[Any], yield_after_bytes: int
+    ) -> int:
+        """Append `records[start:]`, putting on `out` each one's Delivery or the AioProducerError it raised, until one
+        must wait (its prepared tuple is then `out[-1]`) or `unyielded_bytes` reached `yield_after_bytes`. Returns
+        the index to go on from. Records without a timestamp take `now_wall_ms`."""
+        index, count = start, len(records)
+        while index < count:
+            topic, value, key, headers, partition, timestamp_ms = records[index]
+            index += 1
+            try:
+                result = self.append_now(
+                    topic, value, key, headers, partition, now_wall_ms if timestamp_ms is None else timestamp_ms
+                )
+            except AioProducerError as exc:
+                out.append(exc)
+                continue
+            out.append(result)
+            if type(result) is tuple or self.unyielded_bytes >= yield_after_bytes:
+                break
+        return index
+
+    def place(self, topic: str, prepared: Prepared, partition: int | None, info: TopicInfo) -> Delivery:
+        """Buffer a prepared record (memory was checked) and return its Delivery."""
+        key, value, header_list, size, timestamp_ms = prepared
+        if partition is None:
+            partition = self._partitioner.partition(topic, key, size, info)
+        elif type(partition) is not int or not 0 <= partition < info.num_partitions:
+            raise unknown_partition(topic, partition, info)
+        self.unyielded_bytes += size
+        batch, index, wake = self._acc.append(
+            (topic, partition), timestamp_ms, key, value, header_list, size + RECORD_MEMORY_OVERHEAD, self._clock_ms
+        )
+        if wake:
+            self._wake_sender()
+        delivery = object.__new__(self._delivery_type)
+        delivery._outcome = batch.outcome
+        delivery._index = index
+        delivery._timestamp_ms = timestamp_ms
+        delivery._key_size = -1 if key is None else len(key)
+        delivery._value_size = -1 if value is None else len(value)
+        delivery._future = None
+        return delivery
+
+    def _prepare(self, topic: str, value: Any, key: Any, headers: Any, timestamp_ms: int | None) -> Prepared:
+        """Validate and serialize: raises a typed error for bad input, before anything is buffered."""
+        if topic not in self._checked_topics:
+            check_topic(topic)
+            self._checked_topics.add(topic)
+        if not (self._plain_bytes_keys and (key is None or type(key) is bytes)):
+            key = self._key_serializer(key)
+        if not (self._plain_bytes_values and (value is None or type(value) is bytes)):
+            value = self._value_serializer(value)
+        header_list = check_headers(headers) if headers else ()
+        size = record_size(key, value, header_list)
+        if size > self._max_record_bytes:
+            raise RecordTooLargeError(f"the record is {size} bytes when serialized, {self._size_limit_message}")
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        return key, value, header_list, size, timestamp_ms
+
+
+def unknown_partition(topic: str, partition: object, info: TopicInfo) -> UnknownPartitionError:
+    return UnknownPartitionError(
+        f"partition {partition!r} does not exist in topic {topic!r}, which has partitions 0..{info.num_partitions - 1}"
+    )
+
