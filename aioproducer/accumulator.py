@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .accelerated import speedups
 from .compression import CompressionType
 from .delivery import BatchOutcome
 from .idempotence import NO_SEQUENCE, IdempotenceState
 from .records import BatchBuilder, ClosedBatch, read_batches
+
+if not TYPE_CHECKING and speedups is not None:
+    BatchBuilder = speedups.BatchBuilder  # noqa: F811  # the compiled twin: same bytes, faster appends
 
 __all__ = ["ProducerBatch", "ReadyCheck", "RecordAccumulator"]
 

@@ -326,10 +326,11 @@ class Producer:
 
 def _resolve_partitioner(cfg: ProducerConfig) -> Partitioner:
     spec = cfg.partitioner
+    default: type[DefaultPartitioner] = speedups.DefaultPartitioner if speedups is not None else DefaultPartitioner
     if spec == "default":
-        return DefaultPartitioner(cfg.batch_size, ignore_keys=cfg.partitioner_ignore_keys)
+        return default(cfg.batch_size, ignore_keys=cfg.partitioner_ignore_keys)
     if spec == "uniform_sticky":
-        return DefaultPartitioner(cfg.batch_size, ignore_keys=True)
+        return default(cfg.batch_size, ignore_keys=True)
     if spec == "round_robin":
         return RoundRobinPartitioner()
     return spec  # type: ignore[return-value]  # validated by ProducerConfig: an object with `partition`

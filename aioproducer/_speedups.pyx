@@ -1,0 +1,515 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled twins of the per-record hot path: record encoding, murmur2, the default partitioner, the fields of a
+delivery handle, and the appender that ties them together.
+
+Each part behaves exactly as its pure-Python original (named in its docstring), which stays the reference and the
+fallback; `aioproducer.accelerated` decides which one runs. Only the common case is compiled: anything unusual
+(headers, custom serializers, a partitioner switch) calls the same Python helpers the pure path uses.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.object cimport PyObject, PyTypeObject
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+from aioproducer.compression import CompressionType, compress, validate_level
+from aioproducer.errors import AioProducerError, ConfigError, InvalidRecordError, RecordTooLargeError, UnknownPartitionError
+from aioproducer.partitioner import _as_bytes, _candidates, _pick_other, _still_usable
+from aioproducer.records.builder import BatchBuilder as _PureBatchBuilder
+from aioproducer.records.builder import ClosedBatch, _encode_headers
+from aioproducer.validation import check_headers, check_topic, record_size
+
+cdef extern from "time.h" nogil:
+    ctypedef long time_t
+    cdef struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clk_id, timespec *tp)
+    int CLOCK_REALTIME
+
+cdef enum:
+    BATCH_HEADER_SIZE = 61
+    RECORD_OVERHEAD_BYTES = 21  # validation.record_size's bound for a record without headers
+
+cdef int64_t INT64_MAX = 0x7FFFFFFFFFFFFFFF
+cdef int64_t INT64_MIN = -INT64_MAX - 1
+cdef object _NONE_CODEC = CompressionType.NONE
+cdef tuple _NO_ARGS = ()
+
+
+# -- varints ----------------------------------------------------------------------------------------------------
+cdef inline int varint_size(int64_t value) noexcept:
+    cdef uint64_t z = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    cdef int size = 1
+    while z >= 0x80:
+        z >>= 7
+        size += 1
+    return size
+
+
+cdef inline unsigned char* put_varint(unsigned char* out, int64_t value) noexcept:
+    cdef uint64_t z = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    while z >= 0x80:
+        out[0] = <unsigned char>((z & 0x7F) | 0x80)
+        out += 1
+        z >>= 7
+    out[0] = <unsigned char>z
+    return out + 1
+
+
+cdef inline int64_t wall_clock_ms() noexcept:
+    cdef timespec now
+    clock_gettime(CLOCK_REALTIME, &now)
+    return <int64_t>now.tv_sec * 1000 + now.tv_nsec // 1000000
+
+
+cdef bytes _bytes_of(object data):
+    """Key, value or header bytes as `bytes` (bytes-like objects are accepted, as `b"".join` accepts them)."""
+    if PyBytes_Check(data):
+        return <bytes>data
+    try:
+        return memoryview(data).tobytes()
+    except TypeError as exc:
+        raise InvalidRecordError(
+            f"record timestamp must be an int, key, value and header values bytes or None: {exc}"
+        ) from exc
+
+
+cdef int64_t _timestamp_of(object timestamp_ms) except? -1:
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int) or not INT64_MIN <= timestamp_ms <= INT64_MAX:
+        raise InvalidRecordError(f"record timestamp must be an int64 of milliseconds, got {timestamp_ms!r}")
+    return <int64_t>timestamp_ms
+
+
+# -- record batches -----------------------------------------------------------------------------------------------
+cdef class BatchBuilder:
+    """Twin of `aioproducer.records.builder.BatchBuilder`: the same bytes, sizes, limits and errors."""
+
+    cdef unsigned char* _buf
+    cdef Py_ssize_t _len
+    cdef Py_ssize_t _capacity
+    cdef Py_ssize_t _count
+    cdef Py_ssize_t _size
+    cdef Py_ssize_t _size_limit
+    cdef int64_t _base_timestamp
+    cdef int64_t _max_timestamp
+    cdef object _compression
+    cdef object _compression_level
+    cdef object _closed
+
+    record_size_upper_bound = staticmethod(_PureBatchBuilder.record_size_upper_bound)
+
+    def __init__(self, *, compression=_NONE_CODEC, compression_level=None, size_limit=16384):
+        try:
+            codec = CompressionType(compression)
+        except ValueError:
+            raise ConfigError(f"unknown compression type {compression!r}") from None
+        validate_level(codec, compression_level)
+        if isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit <= 0:
+            raise ConfigError(f"batch size_limit must be a positive int, got {size_limit!r}")
+        self._compression = codec
+        self._compression_level = compression_level
+        self._size_limit = min(size_limit, <Py_ssize_t>1 << 62)
+        self._size = BATCH_HEADER_SIZE
+        self._base_timestamp = -1
+        self._max_timestamp = -1
+
+    def __dealloc__(self):
+        PyMem_Free(self._buf)
+
+    @property
+    def record_count(self):
+        """Records appended so far."""
+        return self._count
+
+    @property
+    def estimated_size(self):
+        """Bytes of the whole batch (61-byte header included) if it were sent uncompressed."""
+        return self._size
+
+    def try_append(self, timestamp_ms, key, value, headers=()):
+        """Append one record and return its offset delta, or None when it does not fit (see the original)."""
+        cdef Py_ssize_t index = self.append_record(timestamp_ms, key, value, headers)
+        return None if index < 0 else index
+
+    cdef Py_ssize_t append_record(self, object timestamp_ms, object key, object value, object headers) except -2:
+        """The offset delta of the appended record, or -1 when it does not fit."""
+        if self._closed is not None:
+            raise AioProducerError("cannot append to a batch that was closed")
+        cdef int64_t timestamp = _timestamp_of(timestamp_ms)
+        cdef int64_t delta = 0
+        if self._count:
+            if (self._base_timestamp < 0 and timestamp > INT64_MAX + self._base_timestamp) or (
+                self._base_timestamp > 0 and timestamp < INT64_MIN + self._base_timestamp
+            ):
+                return -1  # the delta overflows int64: this record cannot share the batch's base timestamp
+            delta = timestamp - self._base_timestamp
+        cdef bytes key_bytes = None if key is None else _bytes_of(key)
+        cdef bytes value_bytes = None if value is None else _bytes_of(value)
+        cdef bytes header_bytes = None
+        if headers:
+            try:
+                header_bytes = _encode_headers(headers)
+            except TypeError as exc:
+                raise InvalidRecordError(
+                    f"record timestamp must be an int, key, value and header values bytes or None: {exc}"
+                ) from exc
+        cdef Py_ssize_t key_len = -1 if key_bytes is None else PyBytes_GET_SIZE(key_bytes)
+        cdef Py_ssize_t value_len = -1 if value_bytes is None else PyBytes_GET_SIZE(value_bytes)
+        cdef Py_ssize_t body = 1 + varint_size(delta) + varint_size(self._count)
+        body += varint_size(key_len) + (key_len if key_len > 0 else 0)
+        body += varint_size(value_len) + (value_len if value_len > 0 else 0)
+        body += 1 if header_bytes is None else PyBytes_GET_SIZE(header_bytes)
+        cdef Py_ssize_t record = varint_size(body) + body
+        cdef Py_ssize_t size = self._size + record
+        if size > self._size_limit and self._count:
+            return -1
+        self._reserve(record)
+        cdef unsigned char* out = self._buf + self._len
+        out = put_varint(out, body)
+        out[0] = 0  # record attributes
+        out = put_varint(out + 1, delta)
+        out = put_varint(out, self._count)
+        out = put_varint(out, key_len)
+        if key_len > 0:
+            memcpy(out, PyBytes_AS_STRING(key_bytes), key_len)
+            out += key_len
+        out = put_varint(out, value_len)
+        if value_len > 0:
+            memcpy(out, PyBytes_AS_STRING(value_bytes), value_len)
+            out += value_len
+        if header_bytes is None:
+            out[0] = 0  # no headers
+        else:
+            memcpy(out, PyBytes_AS_STRING(header_bytes), PyBytes_GET_SIZE(header_bytes))
+        self._len += record
+        self._size = size
+        cdef Py_ssize_t index = self._count
+        self._count += 1
+        if index == 0:
+            self._base_timestamp = self._max_timestamp = timestamp
+        elif timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+        return index
+
+    cdef int _reserve(self, Py_ssize_t extra) except -1:
+        cdef Py_ssize_t needed = self._len + extra
+        if needed <= self._capacity:
+            return 0
+        cdef Py_ssize_t capacity = max(needed, self._capacity * 2, 4096)
+        cdef unsigned char* grown = <unsigned char*>PyMem_Realloc(self._buf, capacity)
+        if grown == NULL:
+            raise MemoryError()
+        self._buf, self._capacity = grown, capacity
+        return 0
+
+    def close(self):
+        """Finish the batch (idempotent): compress the records once, or send them uncompressed when that is
+        not smaller (see the original)."""
+        if self._closed is not None:
+            return self._closed
+        records = PyBytes_FromStringAndSize(<char*>self._buf, self._len)
+        codec = self._compression
+        if codec is not _NONE_CODEC:
+            packed = compress(codec, records, self._compression_level) if records else records
+            if len(packed) < len(records):
+                records = packed
+            else:
+                codec = _NONE_CODEC
+        self._closed = ClosedBatch(
+            records_section=records,
+            compression=codec,
+            record_count=self._count,
+            base_timestamp=self._base_timestamp,
+            max_timestamp=self._max_timestamp,
+        )
+        PyMem_Free(self._buf)
+        self._buf, self._len, self._capacity = NULL, 0, 0
+        self._size_limit = -1
+        return self._closed
+
+
+# -- partitioning -------------------------------------------------------------------------------------------------
+cdef uint32_t _murmur2(const unsigned char* data, Py_ssize_t length) noexcept nogil:
+    cdef uint32_t m = 0x5BD1E995U
+    cdef uint32_t h = 0x9747B28CU ^ <uint32_t>length
+    cdef uint32_t k
+    cdef Py_ssize_t i = 0
+    cdef Py_ssize_t words_end = length & ~(<Py_ssize_t>3)
+    while i < words_end:
+        k = data[i] | (<uint32_t>data[i + 1] << 8) | (<uint32_t>data[i + 2] << 16) | (<uint32_t>data[i + 3] << 24)
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h *= m
+        h ^= k
+        i += 4
+    cdef Py_ssize_t tail = length & 3
+    if tail == 3:
+        h ^= <uint32_t>data[i + 2] << 16
+    if tail >= 2:
+        h ^= <uint32_t>data[i + 1] << 8
+    if tail >= 1:
+        h ^= data[i]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return h
+
+
+def murmur2(bytes data not None):
+    """Twin of `aioproducer.partitioner.murmur2`: Java's Utils.murmur2, as a signed int32."""
+    return <int32_t>_murmur2(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+
+
+cdef class _Sticky:
+    cdef Py_ssize_t partition
+    cdef Py_ssize_t produced
+    cdef object checked_layout
+
+    def __cinit__(self, Py_ssize_t partition):
+        self.partition = partition
+
+
+cdef class DefaultPartitioner:
+    """Twin of `aioproducer.partitioner.DefaultPartitioner` (the same picks for the same `rng`)."""
+
+    cdef Py_ssize_t _batch_size
+    cdef bint _ignore_keys
+    cdef object _rng
+    cdef dict _sticky
+    cdef object _layout  # the last layout seen, and its partition count
+    cdef Py_ssize_t _layout_count
+
+    def __init__(self, batch_size=16384, *, ignore_keys=False, rng=None):
+        import random
+
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ConfigError(f"partitioner batch_size must be a positive int, got {batch_size!r}")
+        self._batch_size = batch_size
+        self._ignore_keys = ignore_keys
+        self._rng = rng if rng is not None else random.Random()
+        self._sticky = {}
+
+    def partition(self, topic, key, Py_ssize_t record_size, partitions):
+        """The record's partition; keyless records add `record_size` to the sticky partition's tally."""
+        return self.choose(topic, key, record_size, partitions)
+
+    cdef Py_ssize_t choose(self, object topic, object key, Py_ssize_t record_size, object partitions) except -1:
+        if key is None or self._ignore_keys:
+            return self._sticky_partition(topic, record_size, partitions)
+        if partitions is not self._layout:
+            self._layout_count = partitions.num_partitions
+            self._layout = partitions
+        if self._layout_count <= 0:
+            raise UnknownPartitionError(f"topic {topic!r} has no partitions")
+        cdef bytes data = key if PyBytes_Check(key) else _as_bytes(key)
+        cdef uint32_t h = _murmur2(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+        return (h & 0x7FFFFFFF) % self._layout_count
+
+    cdef Py_ssize_t _sticky_partition(self, object topic, Py_ssize_t record_size, object partitions) except -1:
+        cdef _Sticky state = self._sticky.get(topic)
+        if state is None or state.produced >= self._batch_size:
+            state = self._switch(topic, state, partitions)
+        elif state.checked_layout is not partitions:
+            if not _still_usable(state.partition, partitions):
+                state = self._switch(topic, state, partitions)
+            state.checked_layout = partitions
+        state.produced += record_size
+        return state.partition
+
+    cdef _Sticky _switch(self, object topic, _Sticky old, object partitions):
+        previous = -1 if old is None else old.partition
+        state = _Sticky(_pick_other(_candidates(topic, partitions), previous, self._rng))
+        self._sticky[topic] = state
+        return state
+
+
+# -- delivery handles ---------------------------------------------------------------------------------------------
+cdef class DeliveryFields:
+    """Twin of `aioproducer.accelerated.PureDeliveryFields`: what a `Delivery` holds, in a C struct."""
+
+    cdef public object _outcome
+    cdef public Py_ssize_t _index
+    cdef public int64_t _timestamp_ms
+    cdef public Py_ssize_t _key_size
+    cdef public Py_ssize_t _value_size
+    cdef public object _future
+
+
+# -- appending ----------------------------------------------------------------------------------------------------
+cdef class Appender:
+    """Twin of `aioproducer.appender.Appender`: the same checks, errors, partitions and batches."""
+
+    cdef object _acc
+    cdef dict _queues
+    cdef Py_ssize_t _batch_size
+    cdef Py_ssize_t _buffer_memory
+    cdef object _cluster_state
+    cdef object _partitioner
+    cdef DefaultPartitioner _default_partitioner
+    cdef object _key_serializer
+    cdef object _value_serializer
+    cdef bint _plain_bytes_keys
+    cdef bint _plain_bytes_values
+    cdef Py_ssize_t _max_record_bytes
+    cdef Py_ssize_t _record_overhead
+    cdef str _size_limit_message
+    cdef type _delivery_type
+    cdef PyTypeObject* _delivery_struct
+    cdef object _clock_ms
+    cdef object _wake_sender
+    cdef object _unknown_partition
+    cdef set _checked_topics
+    cdef public Py_ssize_t unyielded_bytes
+
+    def __init__(
+        self,
+        *,
+        accumulator,
+        cluster_state,
+        partitioner,
+        key_serializer,
+        value_serializer,
+        bint plain_bytes_keys,
+        bint plain_bytes_values,
+        Py_ssize_t max_record_bytes,
+        str size_limit_message,
+        delivery_type,
+        clock_ms,
+        wake_sender,
+    ):
+        from aioproducer.appender import RECORD_MEMORY_OVERHEAD, unknown_partition
+
+        if not issubclass(delivery_type, DeliveryFields):
+            raise TypeError("the compiled appender needs a Delivery type built on the compiled DeliveryFields")
+        self._acc = accumulator
+        self._queues = accumulator.queues
+        self._batch_size = accumulator.batch_size
+        self._buffer_memory = accumulator.buffer_memory
+        self._cluster_state = cluster_state
+        self._partitioner = partitioner
+        if isinstance(partitioner, DefaultPartitioner):
+            self._default_partitioner = partitioner
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._plain_bytes_keys = plain_bytes_keys
+        self._plain_bytes_values = plain_bytes_values
+        self._max_record_bytes = max_record_bytes
+        self._record_overhead = RECORD_MEMORY_OVERHEAD
+        self._size_limit_message = size_limit_message
+        self._delivery_type = delivery_type
+        self._delivery_struct = <PyTypeObject*>delivery_type
+        self._clock_ms = clock_ms
+        self._wake_sender = wake_sender
+        self._unknown_partition = unknown_partition
+        self._checked_topics = set()
+
+    def append_now(self, topic, value, key, headers, partition, timestamp_ms):
+        """Buffer the record and return its Delivery, or return it prepared (a tuple) when it must wait first."""
+        if topic not in self._checked_topics:
+            check_topic(topic)
+            self._checked_topics.add(topic)
+        if not (self._plain_bytes_keys and (key is None or type(key) is bytes)):
+            key = self._key_serializer(key)
+        if not (self._plain_bytes_values and (value is None or type(value) is bytes)):
+            value = self._value_serializer(value)
+        cdef Py_ssize_t size
+        if headers:
+            header_list = check_headers(headers)
+            size = record_size(key, value, header_list)
+        else:
+            header_list = ()
+            size = RECORD_OVERHEAD_BYTES
+            if key is not None:
+                size += len(key)
+            if value is not None:
+                size += len(value)
+        if size > self._max_record_bytes:
+            raise RecordTooLargeError(f"the record is {size} bytes when serialized, {self._size_limit_message}")
+        if timestamp_ms is None:
+            timestamp_ms = wall_clock_ms()
+        info = self._cluster_state.cluster.topics.get(topic)
+        acc = self._acc
+        if (
+            info is None
+            or acc.memory_waiters
+            or acc.used_bytes + size + self._record_overhead > self._buffer_memory
+        ):
+            return key, value, header_list, size, timestamp_ms
+        return self._place(topic, key, value, header_list, size, timestamp_ms, partition, info)
+
+    def append_many(self, records, Py_ssize_t start, now_wall_ms, list out, Py_ssize_t yield_after_bytes):
+        """Append `records[start:]` until one must wait or `yield_after_bytes` were buffered (see the original)."""
+        cdef Py_ssize_t index = start
+        cdef Py_ssize_t count = len(records)
+        while index < count:
+            topic, value, key, headers, partition, timestamp_ms = records[index]
+            index += 1
+            try:
+                result = self.append_now(
+                    topic, value, key, headers, partition, now_wall_ms if timestamp_ms is None else timestamp_ms
+                )
+            except AioProducerError as exc:
+                out.append(exc)
+                continue
+            out.append(result)
+            if type(result) is tuple or self.unyielded_bytes >= yield_after_bytes:
+                break
+        return index
+
+    def place(self, topic, prepared, partition, info):
+        """Buffer a prepared record (memory was checked) and return its Delivery."""
+        key, value, header_list, size, timestamp_ms = prepared
+        return self._place(topic, key, value, header_list, size, timestamp_ms, partition, info)
+
+    cdef object _place(
+        self, object topic, object key, object value, object header_list, Py_ssize_t size, object timestamp_ms,
+        object partition, object info,
+    ):
+        cdef Py_ssize_t chosen
+        if partition is None:
+            if self._default_partitioner is not None:
+                chosen = self._default_partitioner.choose(topic, key, size, info)
+            else:
+                chosen = self._partitioner.partition(topic, key, size, info)
+        elif type(partition) is not int or not 0 <= partition < info.num_partitions:
+            raise self._unknown_partition(topic, partition, info)
+        else:
+            chosen = partition
+        self.unyielded_bytes += size
+        cdef Py_ssize_t record_bytes = size + self._record_overhead
+        cdef Py_ssize_t index = -1
+        cdef BatchBuilder builder
+        tp = (topic, chosen)
+        queue = self._queues.get(tp)
+        if queue:
+            batch = queue[len(queue) - 1]
+            candidate = batch.builder
+            if type(candidate) is BatchBuilder and not batch.sealed:
+                builder = <BatchBuilder>candidate
+                index = builder.append_record(timestamp_ms, key, value, header_list)
+        if index >= 0:
+            # The usual case, inlined: the partition's open batch took the record.
+            batch.reserved_bytes += record_bytes
+            self._acc.used_bytes += record_bytes
+            if builder._size >= self._batch_size and not batch.full:
+                batch.full = True
+                self._wake_sender()
+        else:
+            batch, index, wake = self._acc.append(
+                tp, timestamp_ms, key, value, header_list, record_bytes, self._clock_ms
+            )
+            if wake:
+                self._wake_sender()
+        # The Delivery subclass adds no fields: allocate it as its compiled base does, without a Python call.
+        cdef object handle = self._delivery_struct.tp_new(self._delivery_type, <PyObject*>_NO_ARGS, NULL)
+        cdef DeliveryFields fields = <DeliveryFields>handle
+        fields._outcome = batch.outcome
+        fields._index = index
+        fields._timestamp_ms = timestamp_ms
+        fields._key_size = -1 if key is None else len(key)
+        fields._value_size = -1 if value is None else len(value)
+        return handle
