@@ -10,15 +10,21 @@ fallback; `aioproducer.accelerated` decides which one runs. Only the common case
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 from aioproducer.compression import CompressionType, compress, validate_level
+from aioproducer.models import RecordMetadata
 from aioproducer.errors import AioProducerError, ConfigError, InvalidRecordError, RecordTooLargeError, UnknownPartitionError
 from aioproducer.partitioner import _as_bytes, _candidates, _pick_other, _still_usable
 from aioproducer.records.builder import BatchBuilder as _PureBatchBuilder
 from aioproducer.records.builder import ClosedBatch, _encode_headers
 from aioproducer.validation import check_headers, check_topic, record_size
+
+cdef extern from "Python.h":
+    object PyType_GenericAlloc(PyTypeObject* type, Py_ssize_t nitems)
 
 cdef extern from "time.h" nogil:
     ctypedef long time_t
@@ -339,14 +345,32 @@ cdef class DeliveryFields:
     cdef public object _future
 
 
+# -- batches and their accumulator --------------------------------------------------------------------------------
+cdef class BatchFields:
+    """Twin of `aioproducer.accelerated.PureBatchFields`: a ProducerBatch's hot fields, in a C struct."""
+
+    cdef public object builder
+    cdef public bint full
+    cdef public object outcome
+    cdef public Py_ssize_t reserved_bytes
+    cdef public bint sealed
+
+
+cdef class AccumulatorFields:
+    """Twin of `aioproducer.accelerated.PureAccumulatorFields`: the RecordAccumulator's hot fields, in a C struct."""
+
+    cdef public Py_ssize_t batch_size
+    cdef public Py_ssize_t buffer_memory
+    cdef public Py_ssize_t memory_waiters
+    cdef public dict queues
+    cdef public Py_ssize_t used_bytes
+
+
 # -- appending ----------------------------------------------------------------------------------------------------
 cdef class Appender:
     """Twin of `aioproducer.appender.Appender`: the same checks, errors, partitions and batches."""
 
-    cdef object _acc
-    cdef dict _queues
-    cdef Py_ssize_t _batch_size
-    cdef Py_ssize_t _buffer_memory
+    cdef AccumulatorFields _acc
     cdef object _cluster_state
     cdef object _partitioner
     cdef DefaultPartitioner _default_partitioner
@@ -363,6 +387,7 @@ cdef class Appender:
     cdef object _wake_sender
     cdef object _unknown_partition
     cdef set _checked_topics
+    cdef dict _topic_partitions  # topic -> [(topic, 0), (topic, 1), ...]: one tuple per partition, not per record
     cdef public Py_ssize_t unyielded_bytes
 
     def __init__(
@@ -386,9 +411,6 @@ cdef class Appender:
         if not issubclass(delivery_type, DeliveryFields):
             raise TypeError("the compiled appender needs a Delivery type built on the compiled DeliveryFields")
         self._acc = accumulator
-        self._queues = accumulator.queues
-        self._batch_size = accumulator.batch_size
-        self._buffer_memory = accumulator.buffer_memory
         self._cluster_state = cluster_state
         self._partitioner = partitioner
         if isinstance(partitioner, DefaultPartitioner):
@@ -406,9 +428,15 @@ cdef class Appender:
         self._wake_sender = wake_sender
         self._unknown_partition = unknown_partition
         self._checked_topics = set()
+        self._topic_partitions = {}
 
     def append_now(self, topic, value, key, headers, partition, timestamp_ms):
         """Buffer the record and return its Delivery, or return it prepared (a tuple) when it must wait first."""
+        return self._append_now(topic, value, key, headers, partition, timestamp_ms, None)
+
+    cdef object _append_now(self, object topic, object value, object key, object headers, object partition,
+                            object timestamp_ms, BulkDeliveries bulk):
+        """As `append_now`; with `bulk`, the record's delivery goes there and None is returned instead."""
         if topic not in self._checked_topics:
             check_topic(topic)
             self._checked_topics.add(topic)
@@ -432,16 +460,23 @@ cdef class Appender:
         if timestamp_ms is None:
             timestamp_ms = wall_clock_ms()
         info = self._cluster_state.cluster.topics.get(topic)
-        acc = self._acc
+        cdef AccumulatorFields acc = self._acc
         if (
             info is None
             or acc.memory_waiters
-            or acc.used_bytes + size + self._record_overhead > self._buffer_memory
+            or acc.used_bytes + size + self._record_overhead > acc.buffer_memory
         ):
             return key, value, header_list, size, timestamp_ms
-        return self._place(topic, key, value, header_list, size, timestamp_ms, partition, info)
+        cdef Py_ssize_t index
+        outcome = self._buffer(topic, key, value, header_list, size, timestamp_ms, partition, info, &index)
+        if bulk is None:
+            return self._delivery(outcome, index, timestamp_ms, key, value)
+        bulk.add_record(outcome, index, timestamp_ms, -1 if key is None else len(key),
+                        -1 if value is None else len(value))
+        return None
 
-    def append_many(self, records, Py_ssize_t start, now_wall_ms, list out, Py_ssize_t yield_after_bytes):
+    def append_many(self, records, Py_ssize_t start, now_wall_ms, BulkDeliveries bulk not None,
+                    Py_ssize_t yield_after_bytes):
         """Append `records[start:]` until one must wait or `yield_after_bytes` were buffered (see the original)."""
         cdef Py_ssize_t index = start
         cdef Py_ssize_t count = len(records)
@@ -449,26 +484,32 @@ cdef class Appender:
             topic, value, key, headers, partition, timestamp_ms = records[index]
             index += 1
             try:
-                result = self.append_now(
-                    topic, value, key, headers, partition, now_wall_ms if timestamp_ms is None else timestamp_ms
+                prepared = self._append_now(
+                    topic, value, key, headers, partition, now_wall_ms if timestamp_ms is None else timestamp_ms,
+                    bulk,
                 )
             except AioProducerError as exc:
-                out.append(exc)
+                bulk.add(exc)
                 continue
-            out.append(result)
-            if type(result) is tuple or self.unyielded_bytes >= yield_after_bytes:
+            if prepared is not None:
+                bulk.add(prepared)
+                break
+            if self.unyielded_bytes >= yield_after_bytes:
                 break
         return index
 
     def place(self, topic, prepared, partition, info):
         """Buffer a prepared record (memory was checked) and return its Delivery."""
         key, value, header_list, size, timestamp_ms = prepared
-        return self._place(topic, key, value, header_list, size, timestamp_ms, partition, info)
+        cdef Py_ssize_t index
+        outcome = self._buffer(topic, key, value, header_list, size, timestamp_ms, partition, info, &index)
+        return self._delivery(outcome, index, timestamp_ms, key, value)
 
-    cdef object _place(
+    cdef object _buffer(
         self, object topic, object key, object value, object header_list, Py_ssize_t size, object timestamp_ms,
-        object partition, object info,
+        object partition, object info, Py_ssize_t* index_out,
     ):
+        """Partition and append the record; returns its batch's outcome and sets its index there."""
         cdef Py_ssize_t chosen
         if partition is None:
             if self._default_partitioner is not None:
@@ -483,33 +524,183 @@ cdef class Appender:
         cdef Py_ssize_t record_bytes = size + self._record_overhead
         cdef Py_ssize_t index = -1
         cdef BatchBuilder builder
-        tp = (topic, chosen)
-        queue = self._queues.get(tp)
+        cdef BatchFields batch = None
+        cdef AccumulatorFields acc = self._acc
+        tp = self._topic_partition(topic, chosen)
+        queue = acc.queues.get(tp)
         if queue:
-            batch = queue[len(queue) - 1]
-            candidate = batch.builder
-            if type(candidate) is BatchBuilder and not batch.sealed:
-                builder = <BatchBuilder>candidate
+            batch = <BatchFields>queue[len(queue) - 1]
+            if type(batch.builder) is BatchBuilder and not batch.sealed:
+                builder = <BatchBuilder>batch.builder
                 index = builder.append_record(timestamp_ms, key, value, header_list)
         if index >= 0:
             # The usual case, inlined: the partition's open batch took the record.
             batch.reserved_bytes += record_bytes
-            self._acc.used_bytes += record_bytes
-            if builder._size >= self._batch_size and not batch.full:
+            acc.used_bytes += record_bytes
+            if builder._size >= acc.batch_size and not batch.full:
                 batch.full = True
                 self._wake_sender()
         else:
-            batch, index, wake = self._acc.append(
+            appended, index, wake = self._acc.append(
                 tp, timestamp_ms, key, value, header_list, record_bytes, self._clock_ms
             )
+            batch = <BatchFields>appended
             if wake:
                 self._wake_sender()
+        index_out[0] = index
+        return batch.outcome
+
+    cdef tuple _topic_partition(self, object topic, Py_ssize_t partition):
+        cdef list known = self._topic_partitions.get(topic)
+        if known is None:
+            known = self._topic_partitions[topic] = []
+        while len(known) <= partition:
+            known.append((topic, len(known)))
+        return <tuple>known[partition]
+
+    cdef object _delivery(self, object outcome, Py_ssize_t index, int64_t timestamp_ms, object key, object value):
         # The Delivery subclass adds no fields: allocate it as its compiled base does, without a Python call.
         cdef object handle = self._delivery_struct.tp_new(self._delivery_type, <PyObject*>_NO_ARGS, NULL)
         cdef DeliveryFields fields = <DeliveryFields>handle
-        fields._outcome = batch.outcome
+        fields._outcome = outcome
         fields._index = index
         fields._timestamp_ms = timestamp_ms
         fields._key_size = -1 if key is None else len(key)
         fields._value_size = -1 if value is None else len(value)
         return handle
+
+
+# -- settling -------------------------------------------------------------------------------------------------------
+cdef inline void _put(object metadata, Py_ssize_t position, object item) noexcept:
+    Py_INCREF(item)  # PyTuple_SET_ITEM steals a reference
+    PyTuple_SET_ITEM(metadata, position, item)
+
+
+cdef object _metadata(object topic, object partition, int64_t base_offset, int64_t log_append_time_ms,
+                      Py_ssize_t index, int64_t* row):
+    """A RecordMetadata, allocated as the named tuple it is, without a Python call."""
+    cdef object metadata = PyType_GenericAlloc(<PyTypeObject*>RecordMetadata, 6)
+    _put(metadata, 0, topic)
+    _put(metadata, 1, partition)
+    _put(metadata, 2, base_offset + index if base_offset >= 0 else -1)
+    _put(metadata, 3, log_append_time_ms if log_append_time_ms >= 0 else row[2])
+    _put(metadata, 4, row[3])
+    _put(metadata, 5, row[4])
+    return metadata
+
+
+cdef enum:
+    COLUMNS = 5  # per record: batch run, index in the batch, timestamp, key size, value size
+    NOT_A_DELIVERY = -1  # the run of a record whose entry is in `_others`
+
+
+cdef class BulkDeliveries:
+    """Twin of `aioproducer.delivery.BulkDeliveries`: each record's delivery as five integers in one C array, not
+    an object per record (which the cyclic garbage collector would walk again and again while a call runs)."""
+
+    cdef int64_t* _columns
+    cdef Py_ssize_t _count
+    cdef Py_ssize_t _capacity
+    cdef list _outcomes  # each distinct batch outcome once; a record's run indexes this list
+    cdef dict _run_of
+    cdef object _last_outcome
+    cdef Py_ssize_t _last_run
+    cdef dict _others  # position -> what a record that is not (yet) a delivery holds: its error or prepared form
+
+    def __cinit__(self):
+        self._outcomes = []
+        self._run_of = {}
+        self._others = {}
+
+    def __dealloc__(self):
+        PyMem_Free(self._columns)
+
+    def __len__(self):
+        return self._count
+
+    cdef int add_record(self, object outcome, Py_ssize_t index, int64_t timestamp_ms, Py_ssize_t key_size,
+                        Py_ssize_t value_size) except -1:
+        cdef Py_ssize_t run
+        if outcome is self._last_outcome:
+            run = self._last_run
+        else:
+            run = self._run_of.get(outcome, -1)
+            if run < 0:
+                run = len(self._outcomes)
+                self._outcomes.append(outcome)
+                self._run_of[outcome] = run
+            self._last_outcome, self._last_run = outcome, run
+        self._grow()
+        cdef int64_t* row = self._columns + self._count * COLUMNS
+        row[0], row[1], row[2], row[3], row[4] = run, index, timestamp_ms, key_size, value_size
+        self._count += 1
+        return 0
+
+    cdef int _grow(self) except -1:
+        if self._count < self._capacity:
+            return 0
+        cdef Py_ssize_t capacity = max(self._capacity * 2, 1024)
+        cdef int64_t* grown = <int64_t*>PyMem_Realloc(self._columns, capacity * COLUMNS * sizeof(int64_t))
+        if grown == NULL:
+            raise MemoryError()
+        self._columns, self._capacity = grown, capacity
+        return 0
+
+    def add(self, item):
+        """Append a record's Delivery, or what it failed with at the call, or its prepared form while it waits."""
+        if isinstance(item, DeliveryFields):
+            fields = <DeliveryFields>item
+            return self.add_record(fields._outcome, fields._index, fields._timestamp_ms, fields._key_size,
+                                   fields._value_size)
+        self._grow()
+        self._columns[self._count * COLUMNS] = NOT_A_DELIVERY
+        self._others[self._count] = item
+        self._count += 1
+
+    def last(self):
+        """What the last record holds when it is not a delivery (its error or prepared form), else None."""
+        return self._others.get(self._count - 1) if self._count else None
+
+    def set_last(self, item):
+        """Replace the last record's entry (a prepared record that has now been placed, or has failed)."""
+        self._count -= 1
+        self._others.pop(self._count, None)
+        self.add(item)
+
+    def outcomes(self):
+        """Each batch outcome the records went to, once."""
+        return list(self._outcomes)
+
+    def results(self, resolve):
+        """Each record's RecordMetadata or error, in order (every outcome must be settled); `resolve` is
+        `aioproducer.delivery.resolve`, used for batches that were split."""
+        cdef list results = []
+        cdef int64_t* row
+        cdef Py_ssize_t position, index
+        cdef int64_t run = NOT_A_DELIVERY, base_offset = -1, log_append_time_ms = -1
+        cdef object outcome = None, error = None, topic = None, partition = None
+        for position in range(self._count):
+            row = self._columns + position * COLUMNS
+            if row[0] == NOT_A_DELIVERY:
+                results.append(self._others[position])
+                continue
+            index = row[1]
+            if row[0] != run:
+                # Records of one batch are mostly consecutive: read each outcome once per run of them.
+                run = row[0]
+                outcome = self._outcomes[run]
+                error, topic, partition = outcome.error, outcome.topic, outcome.partition
+                base_offset, log_append_time_ms = outcome.base_offset, outcome.log_append_time_ms
+            if outcome.first is not None:  # split: read the half that carries this record
+                half, index = resolve(outcome, index)
+                if half.error is not None:
+                    results.append(half.error)
+                else:
+                    results.append(
+                        _metadata(half.topic, half.partition, half.base_offset, half.log_append_time_ms, index, row)
+                    )
+            elif error is not None:
+                results.append(error)
+            else:
+                results.append(_metadata(topic, partition, base_offset, log_append_time_ms, index, row))
+        return results

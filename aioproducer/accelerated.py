@@ -11,7 +11,7 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["COMPILED", "DeliveryFields", "speedups"]
+__all__ = ["COMPILED", "AccumulatorFields", "BatchFields", "DeliveryFields", "speedups"]
 
 
 def _load() -> ModuleType | None:
@@ -41,7 +41,39 @@ class PureDeliveryFields:
     _future: Any  # the asyncio.Future waited through, once something waits
 
 
+class PureBatchFields:
+    """What the per-record path reads and writes on a `ProducerBatch`."""
+
+    __slots__ = ("builder", "full", "outcome", "reserved_bytes", "sealed")
+
+    builder: Any  # the BatchBuilder taking records, until the batch is closed
+    full: bool
+    outcome: Any
+    reserved_bytes: int
+    sealed: bool
+
+
+class PureAccumulatorFields:
+    """What the per-record path reads and writes on the `RecordAccumulator`."""
+
+    __slots__ = ("batch_size", "buffer_memory", "memory_waiters", "queues", "used_bytes")
+
+    batch_size: int
+    buffer_memory: int
+    memory_waiters: int
+    queues: dict[Any, Any]
+    used_bytes: int
+
+
 if TYPE_CHECKING:
     DeliveryFields = PureDeliveryFields
+    BatchFields = PureBatchFields
+    AccumulatorFields = PureAccumulatorFields
+elif speedups is not None:
+    DeliveryFields, BatchFields, AccumulatorFields = (
+        speedups.DeliveryFields,
+        speedups.BatchFields,
+        speedups.AccumulatorFields,
+    )
 else:
-    DeliveryFields = speedups.DeliveryFields if speedups is not None else PureDeliveryFields
+    DeliveryFields, BatchFields, AccumulatorFields = PureDeliveryFields, PureBatchFields, PureAccumulatorFields

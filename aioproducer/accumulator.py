@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .accelerated import speedups
+from .accelerated import AccumulatorFields, BatchFields, speedups
 from .compression import CompressionType
 from .delivery import BatchOutcome
 from .idempotence import NO_SEQUENCE, IdempotenceState
@@ -29,25 +29,20 @@ REQUEST_OVERHEAD_BYTES = 256
 PER_BATCH_OVERHEAD_BYTES = 64
 
 
-class ProducerBatch:
+class ProducerBatch(BatchFields):
     """Records bound for one partition, built once and sent (maybe several times) as one v2 batch."""
 
     __slots__ = (
         "attempts",
         "base_sequence",
-        "builder",
         "closed",
         "compressing",
         "created_ms",
         "done_callbacks",
-        "full",
         "in_flight",
         "maybe_written",
-        "outcome",
         "partition",
-        "reserved_bytes",
         "retry_at_ms",
-        "sealed",
         "topic",
         "tp",
     )
@@ -110,7 +105,7 @@ class ReadyCheck:
         self.unknown_leader_topics: set[str] = set()
 
 
-class RecordAccumulator:
+class RecordAccumulator(AccumulatorFields):
     """Batches per partition, bounded by `buffer_memory` (counted in record bytes, released on completion)."""
 
     def __init__(

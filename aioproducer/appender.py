@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .accumulator import RecordAccumulator
-from .delivery import Delivery
+from .delivery import BulkDeliveries, Delivery
 from .errors import AioProducerError, RecordTooLargeError, UnknownPartitionError
 from .metadata import MetadataState, TopicInfo
 from .partitioner import Partitioner
@@ -75,10 +75,10 @@ class Appender:
         return self.place(topic, prepared, partition, info)
 
     def append_many(
-        self, records: Sequence[Any], start: int, now_wall_ms: int, out: list[Any], yield_after_bytes: int
+        self, records: Sequence[Any], start: int, now_wall_ms: int, bulk: BulkDeliveries, yield_after_bytes: int
     ) -> int:
-        """Append `records[start:]`, putting on `out` each one's Delivery or the AioProducerError it raised, until one
-        must wait (its prepared tuple is then `out[-1]`) or `unyielded_bytes` reached `yield_after_bytes`. Returns
+        """Append `records[start:]` to `bulk` (each one's Delivery, or the AioProducerError it raised) until one must
+        wait (its prepared tuple is then `bulk.last()`) or `unyielded_bytes` reached `yield_after_bytes`. Returns
         the index to go on from. Records without a timestamp take `now_wall_ms`."""
         index, count = start, len(records)
         while index < count:
@@ -89,9 +89,9 @@ class Appender:
                     topic, value, key, headers, partition, now_wall_ms if timestamp_ms is None else timestamp_ms
                 )
             except AioProducerError as exc:
-                out.append(exc)
+                bulk.add(exc)
                 continue
-            out.append(result)
+            bulk.add(result)
             if type(result) is tuple or self.unyielded_bytes >= yield_after_bytes:
                 break
         return index

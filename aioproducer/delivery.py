@@ -10,14 +10,14 @@ that now carries it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from contextvars import Context
 from typing import Any
 
 from .accelerated import DeliveryFields
 from .models import RecordMetadata
 
-__all__ = ["BatchOutcome", "Delivery", "results_of"]
+__all__ = ["BatchOutcome", "BulkDeliveries", "Delivery", "resolve"]
 
 
 class BatchOutcome:
@@ -229,30 +229,51 @@ class Delivery(DeliveryFields):
         return f"<Delivery {outcome.topic}-{outcome.partition} #{index} of {outcome!r}>"
 
 
-async def wait_all(deliveries: Sequence[object]) -> None:
-    """Until every `Delivery` among `deliveries` is settled: one wait per batch, not per record."""
-    seen: set[int] = set()
-    for item in deliveries:
-        if isinstance(item, DeliveryFields):
-            outcome = item._outcome
-            if id(outcome) not in seen:
-                seen.add(id(outcome))
-                await outcome.wait()
+class BulkDeliveries:
+    """The deliveries of one `send_many` call, in record order. A record refused at the call holds its error, and
+    a record waiting for metadata or memory briefly holds its prepared form (a tuple)."""
 
+    __slots__ = ("_items",)
 
-def results_of(deliveries: Sequence[object]) -> list[RecordMetadata | BaseException]:
-    """Each settled `Delivery`'s metadata or error; anything else (a record refused at the call) as it is."""
-    results: list[RecordMetadata | BaseException] = []
-    append = results.append
-    for item in deliveries:
-        if isinstance(item, DeliveryFields):
-            outcome, index = resolve(item._outcome, item._index)
-            error = outcome.error
-            append(
-                error
-                if error is not None
-                else outcome.metadata(index, item._timestamp_ms, item._key_size, item._value_size)
-            )
-        else:
-            append(item)  # type: ignore[arg-type]
-    return results
+    def __init__(self) -> None:
+        self._items: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(self, item: Any) -> None:
+        """Append a record's Delivery, or what it failed with at the call, or its prepared form while it waits."""
+        self._items.append(item)
+
+    def last(self) -> Any:
+        """What the last record holds when it is not a delivery (its error or prepared form), else None."""
+        item = self._items[-1] if self._items else None
+        return None if isinstance(item, DeliveryFields) else item
+
+    def set_last(self, item: Any) -> None:
+        """Replace the last record's entry (a prepared record that has now been placed, or has failed)."""
+        self._items[-1] = item
+
+    def outcomes(self) -> list[BatchOutcome]:
+        """Each batch outcome the records went to, once."""
+        outcomes: dict[int, BatchOutcome] = {}
+        for item in self._items:
+            if isinstance(item, DeliveryFields):
+                outcomes.setdefault(id(item._outcome), item._outcome)
+        return list(outcomes.values())
+
+    def results(self, resolve: Callable[[BatchOutcome, int], tuple[BatchOutcome, int]]) -> list[Any]:
+        """Each record's RecordMetadata or error, in order (every outcome must be settled)."""
+        results: list[Any] = []
+        for item in self._items:
+            if isinstance(item, DeliveryFields):
+                outcome, index = resolve(item._outcome, item._index)
+                error = outcome.error
+                results.append(
+                    error
+                    if error is not None
+                    else outcome.metadata(index, item._timestamp_ms, item._key_size, item._value_size)
+                )
+            else:
+                results.append(item)
+        return results

@@ -19,7 +19,7 @@ from .appender import RECORD_MEMORY_OVERHEAD, Appender, Prepared
 from .cluster import Cluster, monotonic_ms
 from .compression import CompressionType
 from .config import ProducerConfig
-from .delivery import Delivery, results_of, wait_all
+from .delivery import BulkDeliveries, Delivery, resolve
 from .errors import AioProducerError, KafkaTimeoutError, ProducerClosedError, TransportError
 from .idempotence import IdempotenceState
 from .memory import MemoryWaiters
@@ -238,22 +238,31 @@ class Producer:
             raise self._closed_error()
         batch = records if isinstance(records, Sequence) else list(records)
         appender = self._appender
-        deliveries: list[Any] = []
+        bulk: BulkDeliveries = speedups.BulkDeliveries() if speedups is not None else BulkDeliveries()
         index = 0
         while index < len(batch):
-            index = appender.append_many(batch, index, int(time.time() * 1000), deliveries, _YIELD_AFTER_BYTES)
-            if deliveries and type(deliveries[-1]) is tuple:
+            index = appender.append_many(batch, index, int(time.time() * 1000), bulk, _YIELD_AFTER_BYTES)
+            prepared = bulk.last()
+            if type(prepared) is tuple:
                 topic, partition = batch[index - 1][0], batch[index - 1][4]
                 try:
-                    deliveries[-1] = await self._append_after_waiting(topic, deliveries[-1], partition)
+                    bulk.set_last(await self._append_after_waiting(topic, prepared, partition))
                 except AioProducerError as exc:
-                    deliveries[-1] = exc
+                    bulk.set_last(exc)
             elif appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
                 # Let the sender and other tasks run during a long call (keeps event-loop lag low).
                 appender.unyielded_bytes = 0
                 await asyncio.sleep(0)
-        await wait_all(deliveries)
-        return results_of(deliveries)
+        # Nothing more is coming from this call: its last batches go out now rather than after linger_ms, as flush
+        # sends everything buffered.
+        self._accumulator.flushing += 1
+        self._wake()
+        try:
+            for outcome in bulk.outcomes():
+                await outcome.wait()
+        finally:
+            self._accumulator.flushing -= 1
+        return bulk.results(resolve)
 
     async def _append_after_waiting(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
         """The slow path: wait for metadata and memory (together bounded by `max_block_ms`), then append."""
