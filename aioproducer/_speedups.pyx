@@ -25,6 +25,9 @@ from aioproducer.validation import check_headers, check_topic, record_size
 
 cdef extern from "Python.h":
     object PyType_GenericAlloc(PyTypeObject* type, Py_ssize_t nitems)
+    void PyObject_GC_UnTrack(object op)
+    int PyGC_Disable()
+    int PyGC_Enable()
 
 cdef extern from "time.h" nogil:
     ctypedef long time_t
@@ -586,6 +589,8 @@ cdef object _metadata(object topic, object partition, int64_t base_offset, int64
     _put(metadata, 3, log_append_time_ms if log_append_time_ms >= 0 else row[2])
     _put(metadata, 4, row[3])
     _put(metadata, 5, row[4])
+    # Only a str and ints inside: the collector would untrack it at its next pass anyway.
+    PyObject_GC_UnTrack(metadata)
     return metadata
 
 
@@ -674,6 +679,16 @@ cdef class BulkDeliveries:
     def results(self, resolve):
         """Each record's RecordMetadata or error, in order (every outcome must be settled); `resolve` is
         `aioproducer.delivery.resolve`, used for batches that were split."""
+        # The new list is young and growing: every young collection that its allocations trigger would walk it
+        # again. Nothing here can form a cycle, so the collector pauses until the list is built.
+        cdef int collecting = PyGC_Disable()
+        try:
+            return self._results(resolve)
+        finally:
+            if collecting:
+                PyGC_Enable()
+
+    cdef list _results(self, resolve):
         cdef list results = []
         cdef int64_t* row
         cdef Py_ssize_t position, index
@@ -704,3 +719,16 @@ cdef class BulkDeliveries:
             else:
                 results.append(_metadata(topic, partition, base_offset, log_append_time_ms, index, row))
         return results
+
+
+# -- records --------------------------------------------------------------------------------------------------------
+def new_producer_record(cls, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
+    """`ProducerRecord.__new__`, compiled: the named tuple's generated constructor is a Python function."""
+    cdef object record = PyType_GenericAlloc(<PyTypeObject*>cls, 6)
+    _put(record, 0, topic)
+    _put(record, 1, value)
+    _put(record, 2, key)
+    _put(record, 3, headers)
+    _put(record, 4, partition)
+    _put(record, 5, timestamp_ms)
+    return record

@@ -27,6 +27,12 @@ def _load() -> ModuleType | None:
 speedups = _load()
 COMPILED = speedups is not None
 
+if speedups is not None:
+    from .models import ProducerRecord
+
+    # The named tuple's generated constructor is Python code; callers of send_many build one record per row.
+    setattr(ProducerRecord, "__new__", staticmethod(speedups.new_producer_record))  # noqa: B010
+
 
 class PureDeliveryFields:
     """What a `Delivery` holds: its batch's outcome, its index there, and what its RecordMetadata needs."""
