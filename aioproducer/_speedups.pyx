@@ -11,7 +11,8 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringA
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_SET_ITEM
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
+from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
@@ -86,6 +87,12 @@ cdef bytes _bytes_of(object data):
 
 
 cdef int64_t _timestamp_of(object timestamp_ms) except? -1:
+    cdef int overflow = 0
+    cdef long long value
+    if PyLong_CheckExact(timestamp_ms):
+        value = PyLong_AsLongLongAndOverflow(timestamp_ms, &overflow)
+        if not overflow:
+            return value
     if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int) or not INT64_MIN <= timestamp_ms <= INT64_MAX:
         raise InvalidRecordError(f"record timestamp must be an int64 of milliseconds, got {timestamp_ms!r}")
     return <int64_t>timestamp_ms
@@ -369,6 +376,17 @@ cdef class AccumulatorFields:
     cdef public Py_ssize_t used_bytes
 
 
+cdef class _PartitionSlot:
+    """A partition's key in the accumulator's queues, and the batch the appender last put records in. That batch
+    takes more only while unsealed: the accumulator seals every batch that stops being its queue's last."""
+
+    cdef tuple tp
+    cdef BatchFields open_batch
+
+    def __cinit__(self, tuple tp):
+        self.tp = tp
+
+
 # -- appending ----------------------------------------------------------------------------------------------------
 cdef class Appender:
     """Twin of `aioproducer.appender.Appender`: the same checks, errors, partitions and batches."""
@@ -390,7 +408,7 @@ cdef class Appender:
     cdef object _wake_sender
     cdef object _unknown_partition
     cdef set _checked_topics
-    cdef dict _topic_partitions  # topic -> [(topic, 0), (topic, 1), ...]: one tuple per partition, not per record
+    cdef dict _partition_slots  # topic -> a _PartitionSlot per partition, by partition number
     cdef public Py_ssize_t unyielded_bytes
 
     def __init__(
@@ -431,7 +449,7 @@ cdef class Appender:
         self._wake_sender = wake_sender
         self._unknown_partition = unknown_partition
         self._checked_topics = set()
-        self._topic_partitions = {}
+        self._partition_slots = {}
 
     def append_now(self, topic, value, key, headers, partition, timestamp_ms):
         """Buffer the record and return its Delivery, or return it prepared (a tuple) when it must wait first."""
@@ -527,15 +545,12 @@ cdef class Appender:
         cdef Py_ssize_t record_bytes = size + self._record_overhead
         cdef Py_ssize_t index = -1
         cdef BatchBuilder builder
-        cdef BatchFields batch = None
         cdef AccumulatorFields acc = self._acc
-        tp = self._topic_partition(topic, chosen)
-        queue = acc.queues.get(tp)
-        if queue:
-            batch = <BatchFields>queue[len(queue) - 1]
-            if type(batch.builder) is BatchBuilder and not batch.sealed:
-                builder = <BatchBuilder>batch.builder
-                index = builder.append_record(timestamp_ms, key, value, header_list)
+        cdef _PartitionSlot slot = self._slot(topic, chosen)
+        cdef BatchFields batch = slot.open_batch
+        if batch is not None and not batch.sealed and type(batch.builder) is BatchBuilder:
+            builder = <BatchBuilder>batch.builder
+            index = builder.append_record(timestamp_ms, key, value, header_list)
         if index >= 0:
             # The usual case, inlined: the partition's open batch took the record.
             batch.reserved_bytes += record_bytes
@@ -545,21 +560,21 @@ cdef class Appender:
                 self._wake_sender()
         else:
             appended, index, wake = self._acc.append(
-                tp, timestamp_ms, key, value, header_list, record_bytes, self._clock_ms
+                slot.tp, timestamp_ms, key, value, header_list, record_bytes, self._clock_ms
             )
-            batch = <BatchFields>appended
+            batch = slot.open_batch = <BatchFields>appended
             if wake:
                 self._wake_sender()
         index_out[0] = index
         return batch.outcome
 
-    cdef tuple _topic_partition(self, object topic, Py_ssize_t partition):
-        cdef list known = self._topic_partitions.get(topic)
-        if known is None:
-            known = self._topic_partitions[topic] = []
-        while len(known) <= partition:
-            known.append((topic, len(known)))
-        return <tuple>known[partition]
+    cdef _PartitionSlot _slot(self, object topic, Py_ssize_t partition):
+        cdef list slots = self._partition_slots.get(topic)
+        if slots is None:
+            slots = self._partition_slots[topic] = []
+        while len(slots) <= partition:
+            slots.append(_PartitionSlot((topic, len(slots))))
+        return <_PartitionSlot>slots[partition]
 
     cdef object _delivery(self, object outcome, Py_ssize_t index, int64_t timestamp_ms, object key, object value):
         # The Delivery subclass adds no fields: allocate it as its compiled base does, without a Python call.

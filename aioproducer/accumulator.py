@@ -307,13 +307,17 @@ class RecordAccumulator(AccumulatorFields):
         expired: list[ProducerBatch] = []
         for queue in self.queues.values():
             while queue and now_ms - queue[0].created_ms >= delivery_timeout_ms:
-                expired.append(queue.popleft())
+                batch = queue.popleft()
+                batch.seal()  # a batch out of its queue takes no more records
+                expired.append(batch)
         return expired
 
     def take_all_queued(self) -> list[ProducerBatch]:
         """Every batch not in flight, removed from the queues (for close after its timeout)."""
         batches = [batch for queue in self.queues.values() for batch in queue]
         self.queues.clear()
+        for batch in batches:
+            batch.seal()  # a batch out of its queue takes no more records
         return batches
 
     def queued_batches(self) -> Iterable[ProducerBatch]:
