@@ -16,10 +16,19 @@ nox.options.reuse_existing_virtualenvs = True
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite against an embedded broker (or AIOPRODUCER_BOOTSTRAP, when set)."""
+    """Run the test suite against an embedded broker (or AIOPRODUCER_BOOTSTRAP, when set): compiled, then pure."""
     ensure_java(session)
     session.install("-e", ".[test]")
     session.run("pytest", *session.posargs)
+    if not session.posargs:
+        # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get); the
+        # Spark tests and the twin comparisons, which need the compiled parts, run only above.
+        session.run(
+            "pytest",
+            "--ignore=tests/test_spark.py",
+            "--ignore=tests/test_speedups.py",
+            env={"AIOPRODUCER_NO_EXTENSIONS": "1"},
+        )
 
 
 @nox.session

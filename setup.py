@@ -19,13 +19,13 @@ class OptionalBuildExt(build_ext):
     def run(self) -> None:
         try:
             super().run()
-        except Exception as exc:  # noqa: BLE001  # any build failure means "no extension"
+        except Exception as exc:  # any build failure means "no extension"
             print(f"aioproducer: building the compiled hot path failed, using pure Python: {exc}", file=sys.stderr)
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             print(f"aioproducer: compiling {ext.name} failed, using pure Python: {exc}", file=sys.stderr)
 
 
@@ -40,7 +40,7 @@ def extensions() -> list[Extension]:
     extension = Extension("aioproducer._speedups", ["aioproducer/_speedups.pyx"], extra_compile_args=["-O2"])
     try:
         return list(cythonize([extension], quiet=True))
-    except Exception as exc:  # noqa: BLE001  # a translation failure also means "no extension"
+    except Exception as exc:  # a translation failure also means "no extension"
         print(f"aioproducer: translating the compiled hot path failed, using pure Python: {exc}", file=sys.stderr)
         return []
 

@@ -19,7 +19,7 @@ from .idempotence import NO_SEQUENCE, IdempotenceState
 from .records import BatchBuilder, ClosedBatch, read_batches
 
 if not TYPE_CHECKING and speedups is not None:
-    BatchBuilder = speedups.BatchBuilder  # noqa: F811  # the compiled twin: same bytes, faster appends
+    BatchBuilder = speedups.BatchBuilder  # the compiled twin: same bytes, faster appends
 
 __all__ = ["ProducerBatch", "ReadyCheck", "RecordAccumulator"]
 

@@ -109,7 +109,7 @@ class Appender:
         )
         if wake:
             self._wake_sender()
-        delivery = object.__new__(self._delivery_type)
+        delivery = self._delivery_type.__new__(self._delivery_type)
         delivery._outcome = batch.outcome
         delivery._index = index
         delivery._timestamp_ms = timestamp_ms
@@ -140,4 +140,3 @@ def unknown_partition(topic: str, partition: object, info: TopicInfo) -> Unknown
     return UnknownPartitionError(
         f"partition {partition!r} does not exist in topic {topic!r}, which has partitions 0..{info.num_partitions - 1}"
     )
-

@@ -111,6 +111,26 @@ class BatchOutcome:
         return f"<BatchOutcome {self.topic}-{self.partition} {state}>"
 
 
+class _HandleCallback:
+    """A done-callback that is handed the Delivery rather than the future it waits through (asyncio's own
+    helpers, as_completed among them, look their handle up by what the callback receives). Equal to the function it
+    wraps, so that remove_done_callback finds it."""
+
+    __slots__ = ("delivery", "fn")
+
+    def __init__(self, fn: Callable[[Any], object], delivery: Delivery) -> None:
+        self.fn = fn
+        self.delivery = delivery
+
+    def __call__(self, _future: object) -> None:
+        self.fn(self.delivery)
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or other == self.fn
+
+    __hash__ = None  # type: ignore[assignment]  # compared, never hashed
+
+
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
@@ -134,9 +154,8 @@ class Delivery(DeliveryFields):
 
     `await delivery` gives its `RecordMetadata` or raises why it failed. `done()`, `result()`, `exception()`,
     `cancelled()`, `cancel()`, `add_done_callback()` behave as `asyncio.Future`'s, and `asyncio.isfuture` holds, so
-    `asyncio.wait`, `gather`, `wait_for`, `shield` and `as_completed` accept it. Done-callbacks receive the
-    future the handle waits through, not the handle itself. Cancelling a delivery stops only the waiting: the
-    record is still sent.
+    `asyncio.wait`, `gather`, `wait_for`, `shield` and `as_completed` accept it. Cancelling a delivery stops only
+    the waiting: the record is still sent.
     """
 
     __slots__ = ()
@@ -179,7 +198,7 @@ class Delivery(DeliveryFields):
         return outcome.error
 
     def add_done_callback(self, fn: Callable[[Any], object], *, context: Context | None = None) -> None:
-        self._waiting_future().add_done_callback(fn, context=context)
+        self._waiting_future().add_done_callback(_HandleCallback(fn, self), context=context)
 
     def remove_done_callback(self, fn: Callable[[Any], object]) -> int:
         future = self._future

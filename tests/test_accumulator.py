@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from aioproducer.accumulator import RecordAccumulator
-from aioproducer.delivery import resolve
 from aioproducer.compression import CompressionType
+from aioproducer.delivery import resolve
 from aioproducer.idempotence import IdempotenceState
 from aioproducer.records import read_batches
 
@@ -66,7 +66,7 @@ def test_flush_makes_lingering_batches_ready() -> None:
 
 def test_drain_takes_one_batch_per_partition_and_assigns_sequences() -> None:
     acc = make(batch_size=100, linger_ms=0)
-    for i in range(10):
+    for _ in range(10):
         append(acc, b"y" * 40, 0)
     append(acc, b"z", 0, tp=("t", 1))
     idem = IdempotenceState(True)
@@ -91,7 +91,7 @@ def test_drain_respects_max_request_size_but_always_takes_one() -> None:
 
 def test_retry_goes_back_ahead_of_newer_batches_in_sequence_order() -> None:
     acc = make(batch_size=60, linger_ms=0)
-    for i in range(3):
+    for _ in range(3):
         append(acc, b"q" * 50, 0)
     idem = IdempotenceState(True)
     idem.set_producer_id(1, 0)

@@ -1,0 +1,237 @@
+"""Delivery handles and batch outcomes: every way asyncio code waits on a future works on what `enqueue` returns,
+a batch's outcome reaches each record (after a split too), and cancelling a wait never unsends a record.
+
+Runs against the active implementation; the test session runs it compiled and again with
+AIOPRODUCER_NO_EXTENSIONS=1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from aioproducer.accelerated import speedups
+from aioproducer.delivery import BatchOutcome, BulkDeliveries, Delivery, resolve
+from aioproducer.errors import DeliveryTimeoutError, InvalidRecordError
+from aioproducer.models import RecordMetadata
+
+# The compiled twin takes only deliveries built on the compiled fields, so it is exercised when those are active.
+BULK_TYPES = [BulkDeliveries] + ([speedups.BulkDeliveries] if speedups is not None else [])
+
+
+@pytest.fixture(params=BULK_TYPES, ids=lambda t: t.__module__)
+def bulk_type(request: pytest.FixtureRequest) -> type[BulkDeliveries]:
+    return request.param  # type: ignore[no-any-return]
+
+
+def make_delivery(outcome: BatchOutcome, index: int, timestamp_ms: int = 1_000, key: int = -1) -> Delivery:
+    delivery = Delivery.__new__(Delivery)
+    delivery._outcome = outcome
+    delivery._index = index
+    delivery._timestamp_ms = timestamp_ms
+    delivery._key_size = key
+    delivery._value_size = 3
+    delivery._future = None
+    return delivery
+
+
+def outcome_now(topic: str = "t", partition: int = 2) -> BatchOutcome:
+    return BatchOutcome(topic, partition, asyncio.get_running_loop())
+
+
+async def test_a_pending_delivery_reports_pending_without_creating_a_future() -> None:
+    delivery = make_delivery(outcome_now(), 0)
+    assert asyncio.isfuture(delivery) and not delivery.done() and not delivery.cancelled()
+    with pytest.raises(asyncio.InvalidStateError):
+        delivery.result()
+    with pytest.raises(asyncio.InvalidStateError):
+        delivery.exception()
+    assert delivery._future is None  # nothing waits yet: nothing was allocated
+
+
+async def test_settled_batch_gives_each_record_its_offset_and_timestamp() -> None:
+    outcome = outcome_now()
+    first, third = make_delivery(outcome, 0, 10, key=4), make_delivery(outcome, 2, 30)
+    outcome.succeed(base_offset=100, log_append_time_ms=-1)
+    assert first.done() and first.exception() is None
+    assert first.result() == RecordMetadata("t", 2, 100, 10, 4, 3)
+    assert await third == RecordMetadata("t", 2, 102, 30, -1, 3)
+
+
+async def test_log_append_time_and_unknown_offsets() -> None:
+    outcome = outcome_now()
+    delivery = make_delivery(outcome, 5, 10)
+    outcome.succeed(base_offset=-1, log_append_time_ms=77)
+    assert delivery.result() == RecordMetadata("t", 2, -1, 77, -1, 3)
+
+
+async def test_a_failed_batch_fails_every_record_with_its_error() -> None:
+    outcome = outcome_now()
+    deliveries = [make_delivery(outcome, i) for i in range(3)]
+    waiting = asyncio.ensure_future(deliveries[1])
+    await asyncio.sleep(0)
+    error = DeliveryTimeoutError("expired")
+    outcome.fail(error)
+    assert all(d.exception() is error for d in deliveries)
+    with pytest.raises(DeliveryTimeoutError):
+        deliveries[0].result()
+    with pytest.raises(DeliveryTimeoutError):
+        await waiting
+
+
+async def test_awaiting_wakes_when_the_batch_settles() -> None:
+    outcome = outcome_now()
+    delivery = make_delivery(outcome, 1)
+    task = asyncio.ensure_future(delivery)
+    await asyncio.sleep(0)
+    assert not task.done()
+    outcome.succeed(7, -1)
+    assert (await asyncio.wait_for(task, 1)).offset == 8
+
+
+async def test_done_callbacks_run_on_the_loop_once_settled() -> None:
+    outcome = outcome_now()
+    delivery = make_delivery(outcome, 0)
+    seen: list[object] = []
+    delivery.add_done_callback(lambda handle: seen.append((handle is delivery, handle.result().offset)))
+    delivery.add_done_callback(seen.append)  # a second callback, removed again
+    assert delivery.remove_done_callback(seen.append) == 1
+    outcome.succeed(40, -1)
+    assert seen == []  # callbacks are scheduled, never called inline
+    await asyncio.sleep(0)
+    assert seen == [(True, 40)]
+
+
+async def test_a_callback_added_after_settling_still_runs() -> None:
+    outcome = outcome_now()
+    delivery = make_delivery(outcome, 0)
+    outcome.succeed(1, -1)
+    seen: list[int] = []
+    delivery.add_done_callback(lambda future: seen.append(future.result().offset))
+    await asyncio.sleep(0)
+    assert seen == [1]
+
+
+async def test_gather_wait_as_completed_and_shield_accept_deliveries() -> None:
+    outcome = outcome_now()
+    deliveries = [make_delivery(outcome, i) for i in range(4)]
+    gathered = asyncio.ensure_future(asyncio.gather(*deliveries[:2]))
+    waited = asyncio.ensure_future(asyncio.wait(deliveries[2:3]))
+    shielded = asyncio.ensure_future(asyncio.shield(deliveries[3]))
+    await asyncio.sleep(0)
+    outcome.succeed(0, -1)
+    assert [m.offset for m in await gathered] == [0, 1]
+    done, pending = await waited
+    assert done == {deliveries[2]} and not pending
+    assert (await shielded).offset == 3
+    offsets = sorted([(await f).offset for f in asyncio.as_completed(deliveries)])
+    assert offsets == [0, 1, 2, 3]
+
+
+async def test_wait_for_timing_out_cancels_the_wait_but_not_the_record() -> None:
+    outcome = outcome_now()
+    delivery = make_delivery(outcome, 0)
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(delivery, 0.01)
+    assert delivery.cancelled() and delivery.done()
+    with pytest.raises(asyncio.CancelledError):
+        delivery.result()
+    outcome.succeed(5, -1)  # the batch still settles; the cancelled handle stays cancelled
+    assert delivery.cancelled()
+
+
+async def test_cancel_after_settling_is_refused() -> None:
+    outcome = outcome_now()
+    delivery = make_delivery(outcome, 0)
+    outcome.succeed(5, -1)
+    assert delivery.cancel() is False and not delivery.cancelled()
+    assert delivery.result().offset == 5
+
+
+async def test_cancelled_delivery_in_gather_reports_cancellation() -> None:
+    outcome = outcome_now()
+    first, second = make_delivery(outcome, 0), make_delivery(outcome, 1)
+    gathered = asyncio.gather(first, second, return_exceptions=True)
+    await asyncio.sleep(0)
+    assert first.cancel("stop waiting")
+    outcome.succeed(0, -1)
+    results = await gathered
+    assert isinstance(results[0], asyncio.CancelledError) and results[1].offset == 1
+
+
+async def test_cancelling_the_awaiting_task_cancels_only_the_wait() -> None:
+    outcome = outcome_now()
+    delivery = make_delivery(outcome, 0)
+
+    async def waiter() -> RecordMetadata:
+        return await delivery
+
+    task = asyncio.ensure_future(waiter())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    outcome.succeed(9, -1)
+    assert delivery.cancelled()
+
+
+async def test_a_split_batch_forwards_each_record_to_its_half() -> None:
+    outcome = outcome_now()
+    deliveries = [make_delivery(outcome, i) for i in range(5)]
+    waiting = [asyncio.ensure_future(d) for d in (deliveries[1], deliveries[4])]
+    await asyncio.sleep(0)
+    first, second = outcome_now(), outcome_now()
+    outcome.forward(2, first, second)
+    assert resolve(outcome, 1) == (first, 1) and resolve(outcome, 4) == (second, 2)
+    assert not any(d.done() for d in deliveries)
+    # The second half is split again before it settles.
+    third, fourth = outcome_now(), outcome_now()
+    second.forward(1, third, fourth)
+    first.succeed(10, -1)
+    third.succeed(20, -1)
+    error = InvalidRecordError("rejected")
+    fourth.fail(error)
+    assert [d.result().offset for d in deliveries[:3]] == [10, 11, 20]
+    assert deliveries[3].exception() is error and deliveries[4].exception() is error
+    assert (await waiting[0]).offset == 11
+    with pytest.raises(InvalidRecordError):
+        await waiting[1]
+
+
+async def test_outcome_wait_follows_splits() -> None:
+    outcome = outcome_now()
+    waiting = asyncio.ensure_future(outcome.wait())
+    await asyncio.sleep(0)
+    first, second = outcome_now(), outcome_now()
+    outcome.forward(1, first, second)
+    first.succeed(0, -1)
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    second.succeed(1, -1)
+    await asyncio.wait_for(waiting, 1)
+
+
+async def test_bulk_deliveries_keep_order_errors_and_splits(bulk_type: type[BulkDeliveries]) -> None:
+    a, b = outcome_now("t", 0), outcome_now("t", 1)
+    bulk = bulk_type()
+    error = InvalidRecordError("bad record")
+    for item in (make_delivery(a, 0, 1), make_delivery(b, 0, 2), error, make_delivery(a, 1, 3)):
+        bulk.add(item)
+    bulk.add(("prepared",))
+    assert len(bulk) == 5 and bulk.last() == ("prepared",)
+    bulk.set_last(make_delivery(b, 1, 4))
+    assert bulk.last() is None
+    assert set(map(id, bulk.outcomes())) == {id(a), id(b)}
+    a1, a2 = outcome_now("t", 0), outcome_now("t", 0)
+    a.forward(1, a1, a2)
+    a1.succeed(100, -1)
+    a2.succeed(200, -1)
+    b.succeed(-1, 55)
+    assert bulk.results(resolve) == [
+        RecordMetadata("t", 0, 100, 1, -1, 3),
+        RecordMetadata("t", 1, -1, 55, -1, 3),
+        error,
+        RecordMetadata("t", 0, 200, 3, -1, 3),
+        RecordMetadata("t", 1, -1, 55, -1, 3),
+    ]
