@@ -6,12 +6,14 @@ __version__ = "0.1.0"
 
 from . import errors
 from .config import ProducerConfig
+from .delivery import Delivery
 from .models import ProducerRecord, RecordMetadata
 from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner, TopicPartitions, murmur2
 from .producer import Producer
 
 __all__ = [
     "DefaultPartitioner",
+    "Delivery",
     "Partitioner",
     "Producer",
     "ProducerConfig",

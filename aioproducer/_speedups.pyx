@@ -16,12 +16,12 @@ from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
-from aioproducer.compression import CompressionType, compress, validate_level
+from aioproducer.compression import CompressionType, compress
 from aioproducer.models import RecordMetadata
 from aioproducer.errors import AioProducerError, ConfigError, InvalidRecordError, RecordTooLargeError, UnknownPartitionError
 from aioproducer.partitioner import _as_bytes, _candidates, _pick_other, _still_usable
 from aioproducer.records.builder import BatchBuilder as _PureBatchBuilder
-from aioproducer.records.builder import ClosedBatch, _encode_headers
+from aioproducer.records.builder import ClosedBatch, _encode_headers, check_builder_settings
 from aioproducer.validation import check_headers, check_topic, record_size
 
 cdef extern from "Python.h":
@@ -117,14 +117,7 @@ cdef class BatchBuilder:
     record_size_upper_bound = staticmethod(_PureBatchBuilder.record_size_upper_bound)
 
     def __init__(self, *, compression=_NONE_CODEC, compression_level=None, size_limit=16384):
-        try:
-            codec = CompressionType(compression)
-        except ValueError:
-            raise ConfigError(f"unknown compression type {compression!r}") from None
-        validate_level(codec, compression_level)
-        if isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit <= 0:
-            raise ConfigError(f"batch size_limit must be a positive int, got {size_limit!r}")
-        self._compression = codec
+        self._compression = check_builder_settings(compression, compression_level, size_limit)
         self._compression_level = compression_level
         self._size_limit = min(size_limit, <Py_ssize_t>1 << 62)
         self._size = BATCH_HEADER_SIZE
@@ -352,7 +345,11 @@ cdef class DeliveryFields:
     cdef public int64_t _timestamp_ms
     cdef public Py_ssize_t _key_size
     cdef public Py_ssize_t _value_size
-    cdef public object _future
+    cdef public object _callbacks
+    cdef public bint _cancelled
+    cdef public object _cancel_message
+    cdef public bint _watching
+    cdef public bint _asyncio_future_blocking
 
 
 # -- batches and their accumulator --------------------------------------------------------------------------------

@@ -37,14 +37,29 @@ if speedups is not None:
 class PureDeliveryFields:
     """What a `Delivery` holds: its batch's outcome, its index there, and what its RecordMetadata needs."""
 
-    __slots__ = ("_future", "_index", "_key_size", "_outcome", "_timestamp_ms", "_value_size")
+    __slots__ = (
+        "_asyncio_future_blocking",
+        "_callbacks",
+        "_cancel_message",
+        "_cancelled",
+        "_index",
+        "_key_size",
+        "_outcome",
+        "_timestamp_ms",
+        "_value_size",
+        "_watching",
+    )
 
     _outcome: Any
     _index: int
     _timestamp_ms: int
     _key_size: int
     _value_size: int
-    _future: Any  # the asyncio.Future waited through, once something waits
+    _callbacks: list[Any] | None  # (callback, context) pairs, once something waits
+    _cancelled: bool
+    _cancel_message: Any
+    _watching: bool  # registered with the batch outcome, to run the callbacks when it settles
+    _asyncio_future_blocking: bool  # asyncio's future protocol: set while a task awaits the handle
 
 
 class PureBatchFields:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .accumulator import RecordAccumulator
-from .delivery import BulkDeliveries, Delivery
+from .delivery import BulkDeliveries, Delivery, new_delivery
 from .errors import AioProducerError, RecordTooLargeError, UnknownPartitionError
 from .metadata import MetadataState, TopicInfo
 from .partitioner import Partitioner
@@ -109,14 +109,14 @@ class Appender:
         )
         if wake:
             self._wake_sender()
-        delivery = self._delivery_type.__new__(self._delivery_type)
-        delivery._outcome = batch.outcome
-        delivery._index = index
-        delivery._timestamp_ms = timestamp_ms
-        delivery._key_size = -1 if key is None else len(key)
-        delivery._value_size = -1 if value is None else len(value)
-        delivery._future = None
-        return delivery
+        return new_delivery(
+            self._delivery_type,
+            batch.outcome,
+            index,
+            timestamp_ms,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
 
     def _prepare(self, topic: str, value: Any, key: Any, headers: Any, timestamp_ms: int | None) -> Prepared:
         """Validate and serialize: raises a typed error for bad input, before anything is buffered."""

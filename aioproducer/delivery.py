@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Generator
-from contextvars import Context
+from contextvars import Context, copy_context
 from typing import Any
 
 from .accelerated import DeliveryFields
 from .models import RecordMetadata
 
-__all__ = ["BatchOutcome", "BulkDeliveries", "Delivery", "resolve"]
+__all__ = ["BatchOutcome", "BulkDeliveries", "Delivery", "new_delivery", "resolve"]
 
 
 class BatchOutcome:
@@ -111,26 +111,6 @@ class BatchOutcome:
         return f"<BatchOutcome {self.topic}-{self.partition} {state}>"
 
 
-class _HandleCallback:
-    """A done-callback that is handed the Delivery rather than the future it waits through (asyncio's own
-    helpers, as_completed among them, look their handle up by what the callback receives). Equal to the function it
-    wraps, so that remove_done_callback finds it."""
-
-    __slots__ = ("delivery", "fn")
-
-    def __init__(self, fn: Callable[[Any], object], delivery: Delivery) -> None:
-        self.fn = fn
-        self.delivery = delivery
-
-    def __call__(self, _future: object) -> None:
-        self.fn(self.delivery)
-
-    def __eq__(self, other: object) -> bool:
-        return other is self or other == self.fn
-
-    __hash__ = None  # type: ignore[assignment]  # compared, never hashed
-
-
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
@@ -153,34 +133,27 @@ class Delivery(DeliveryFields):
     """One buffered record's delivery: awaitable, and usable wherever asyncio takes a future.
 
     `await delivery` gives its `RecordMetadata` or raises why it failed. `done()`, `result()`, `exception()`,
-    `cancelled()`, `cancel()`, `add_done_callback()` behave as `asyncio.Future`'s, and `asyncio.isfuture` holds, so
-    `asyncio.wait`, `gather`, `wait_for`, `shield` and `as_completed` accept it. Cancelling a delivery stops only
-    the waiting: the record is still sent.
+    `cancelled()`, `cancel()`, `add_done_callback()` behave as `asyncio.Future`'s, and the handle speaks asyncio's
+    future protocol itself (`asyncio.isfuture` holds), so tasks, `asyncio.wait`, `gather`, `wait_for`, `shield` and
+    `as_completed` take it as they take a future. It allocates nothing until something waits on it, and then only
+    its list of callbacks. Cancelling a delivery stops only the waiting: the record is still sent.
     """
 
     __slots__ = ()
-
-    # asyncio.isfuture() looks for this attribute on the class.
-    _asyncio_future_blocking = False
 
     def get_loop(self) -> asyncio.AbstractEventLoop:
         return self._outcome.loop  # type: ignore[no-any-return]
 
     def done(self) -> bool:
-        future = self._future
-        if future is not None and future.done():
-            return True
-        return bool(resolve(self._outcome, self._index)[0].done)
+        return self._cancelled or bool(resolve(self._outcome, self._index)[0].done)
 
     def cancelled(self) -> bool:
-        future = self._future
-        return future is not None and future.cancelled()
+        return bool(self._cancelled)
 
     def result(self) -> RecordMetadata:
         """The record's metadata; raises its error, CancelledError, or InvalidStateError while pending."""
-        future = self._future
-        if future is not None and future.cancelled():
-            return future.result()  # type: ignore[no-any-return]  # raises CancelledError
+        if self._cancelled:
+            raise self._make_cancelled_error()
         outcome, index = resolve(self._outcome, self._index)
         if not outcome.done:
             raise asyncio.InvalidStateError("the record is not delivered yet")
@@ -189,63 +162,95 @@ class Delivery(DeliveryFields):
         return outcome.metadata(index, self._timestamp_ms, self._key_size, self._value_size)
 
     def exception(self) -> BaseException | None:
-        future = self._future
-        if future is not None and future.cancelled():
-            future.exception()  # raises CancelledError
+        if self._cancelled:
+            raise self._make_cancelled_error()
         outcome, _ = resolve(self._outcome, self._index)
         if not outcome.done:
             raise asyncio.InvalidStateError("the record is not delivered yet")
         return outcome.error
 
     def add_done_callback(self, fn: Callable[[Any], object], *, context: Context | None = None) -> None:
-        self._waiting_future().add_done_callback(_HandleCallback(fn, self), context=context)
+        """Call `fn(delivery)` on the loop once the record is settled (or the delivery cancelled)."""
+        if context is None:
+            context = copy_context()
+        if self.done():
+            self.get_loop().call_soon(fn, self, context=context)
+            return
+        if self._callbacks is None:
+            self._callbacks = []
+        self._callbacks.append((fn, context))
+        if not self._watching:
+            self._watching = True
+            resolve(self._outcome, self._index)[0].add_waiter(self._on_outcome)
 
     def remove_done_callback(self, fn: Callable[[Any], object]) -> int:
-        future = self._future
-        return 0 if future is None else future.remove_done_callback(fn)
+        callbacks = self._callbacks or []
+        kept = [(callback, context) for callback, context in callbacks if callback != fn]
+        self._callbacks = kept
+        return len(callbacks) - len(kept)
 
     def cancel(self, msg: Any | None = None) -> bool:
         """Stop waiting (the record is still delivered). False when the record was already settled."""
         if self.done():
             return False
-        return self._waiting_future().cancel(msg)
+        self._cancelled = True
+        self._cancel_message = msg
+        self._run_callbacks()
+        return True
 
     def _make_cancelled_error(self) -> asyncio.CancelledError:
-        return self._waiting_future()._make_cancelled_error()  # type: ignore[attr-defined, no-any-return]
-
-    @property
-    def _cancel_message(self) -> Any:
-        return getattr(self._future, "_cancel_message", None)
+        message = self._cancel_message
+        return asyncio.CancelledError("" if message is None else message)
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
-        return self._waiting_future().__await__()
+        if not self.done():
+            self._asyncio_future_blocking = True  # asyncio's protocol: the task then waits on this handle
+            yield self
+            if not self.done():
+                raise RuntimeError("await wasn't used with future")
+        return self.result()
 
     __iter__ = __await__
 
-    def _waiting_future(self) -> asyncio.Future[RecordMetadata]:
-        future: asyncio.Future[RecordMetadata] | None = self._future
-        if future is None:
-            future = self.get_loop().create_future()
-            self._future = future
-            self._on_outcome()
-        return future
-
     def _on_outcome(self) -> None:
-        outcome, index = resolve(self._outcome, self._index)
-        if not outcome.done:
+        self._watching = False
+        if self._cancelled:
+            return
+        outcome, _ = resolve(self._outcome, self._index)
+        if not outcome.done:  # the batch was split: wait for the half that carries this record
+            self._watching = True
             outcome.add_waiter(self._on_outcome)
             return
-        future: asyncio.Future[RecordMetadata] = self._future
-        if future.done():
-            return  # cancelled by whoever waited
-        if outcome.error is not None:
-            future.set_exception(outcome.error)
-        else:
-            future.set_result(outcome.metadata(index, self._timestamp_ms, self._key_size, self._value_size))
+        self._run_callbacks()
+
+    def _run_callbacks(self) -> None:
+        callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            loop = self.get_loop()
+            for fn, context in callbacks:
+                loop.call_soon(fn, self, context=context)
 
     def __repr__(self) -> str:
         outcome, index = resolve(self._outcome, self._index)
         return f"<Delivery {outcome.topic}-{outcome.partition} #{index} of {outcome!r}>"
+
+
+def new_delivery(
+    delivery_type: type[Delivery], outcome: BatchOutcome, index: int, timestamp_ms: int, key_size: int, value_size: int
+) -> Delivery:
+    """A pending Delivery for the record at `index` of the batch settled through `outcome`."""
+    delivery = delivery_type.__new__(delivery_type)
+    delivery._outcome = outcome
+    delivery._index = index
+    delivery._timestamp_ms = timestamp_ms
+    delivery._key_size = key_size
+    delivery._value_size = value_size
+    delivery._callbacks = None
+    delivery._cancelled = False
+    delivery._cancel_message = None
+    delivery._watching = False
+    delivery._asyncio_future_blocking = False
+    return delivery
 
 
 class BulkDeliveries:

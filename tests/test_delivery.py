@@ -12,7 +12,7 @@ import asyncio
 import pytest
 
 from aioproducer.accelerated import speedups
-from aioproducer.delivery import BatchOutcome, BulkDeliveries, Delivery, resolve
+from aioproducer.delivery import BatchOutcome, BulkDeliveries, Delivery, new_delivery, resolve
 from aioproducer.errors import DeliveryTimeoutError, InvalidRecordError
 from aioproducer.models import RecordMetadata
 
@@ -26,14 +26,7 @@ def bulk_type(request: pytest.FixtureRequest) -> type[BulkDeliveries]:
 
 
 def make_delivery(outcome: BatchOutcome, index: int, timestamp_ms: int = 1_000, key: int = -1) -> Delivery:
-    delivery = Delivery.__new__(Delivery)
-    delivery._outcome = outcome
-    delivery._index = index
-    delivery._timestamp_ms = timestamp_ms
-    delivery._key_size = key
-    delivery._value_size = 3
-    delivery._future = None
-    return delivery
+    return new_delivery(Delivery, outcome, index, timestamp_ms, key, 3)
 
 
 def outcome_now(topic: str = "t", partition: int = 2) -> BatchOutcome:
@@ -47,7 +40,7 @@ async def test_a_pending_delivery_reports_pending_without_creating_a_future() ->
         delivery.result()
     with pytest.raises(asyncio.InvalidStateError):
         delivery.exception()
-    assert delivery._future is None  # nothing waits yet: nothing was allocated
+    assert delivery._callbacks is None  # nothing waits yet: nothing was allocated
 
 
 async def test_settled_batch_gives_each_record_its_offset_and_timestamp() -> None:

@@ -110,13 +110,7 @@ class BatchBuilder:
         compression_level: int | None = None,
         size_limit: int = 16384,
     ) -> None:
-        try:
-            codec = CompressionType(compression)
-        except ValueError:
-            raise ConfigError(f"unknown compression type {compression!r}") from None
-        validate_level(codec, compression_level)
-        if isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit <= 0:
-            raise ConfigError(f"batch size_limit must be a positive int, got {size_limit!r}")
+        codec = check_builder_settings(compression, compression_level, size_limit)
         self._compression = codec
         self._compression_level = compression_level
         self._size_limit = size_limit
@@ -225,6 +219,18 @@ class BatchBuilder:
     def _check_open(self) -> None:
         if self._closed is not None:
             raise AioProducerError("cannot append to a batch that was closed")
+
+
+def check_builder_settings(compression: int, compression_level: int | None, size_limit: object) -> CompressionType:
+    """The codec a batch builder with these settings uses; ConfigError for settings it cannot take."""
+    try:
+        codec = CompressionType(compression)
+    except ValueError:
+        raise ConfigError(f"unknown compression type {compression!r}") from None
+    validate_level(codec, compression_level)
+    if isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit <= 0:
+        raise ConfigError(f"batch size_limit must be a positive int, got {size_limit!r}")
+    return codec
 
 
 def _record_body(
