@@ -1,30 +1,42 @@
 """`ProducerConfig`: the producer's settings with Java's names (dots → underscores), defaults and validation rules.
 
-Parses and validates only (security settings in `security.settings`, codec levels in `compression`); no I/O.
+Parses and validates only (each value's parser in `config_values`, security settings in `security.settings`, codec
+levels in `compression`); no I/O.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import re
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Literal, TypeAlias
 
-from aioproducer.compression import CompressionType, validate_level
+from aioproducer.config_values import (
+    COMPRESSION_LEVELS,
+    PartitionerLike,
+    level_allowed,
+    levels_text,
+    parse_acks,
+    parse_bool,
+    parse_bootstrap,
+    parse_choice,
+    parse_level,
+    parse_optional_bool,
+    parse_optional_int,
+    parse_partitioner,
+    parse_serializer,
+    parse_text,
+    parse_transactional_id,
+    split_address,
+    to_int,
+)
 from aioproducer.errors import ConfigError, FeatureNotAvailableError
 from aioproducer.security import settings as _security
-from aioproducer.serializers import Serializer, resolve_serializer
+from aioproducer.serializers import Serializer
 
 __all__ = ["COMPRESSION_LEVELS", "PartitionerLike", "ProducerConfig", "SerializerSpec"]
-
-
-class PartitionerLike(Protocol):
-    """Anything with a `partition(...)` method can be given as `partitioner`."""
-
-    def partition(self, *args: Any, **kwargs: Any) -> int: ...
 
 
 SerializerSpec: TypeAlias = "Literal['bytes', 'str', 'json'] | Serializer | None"
@@ -32,9 +44,6 @@ SerializerSpec: TypeAlias = "Literal['bytes', 'str', 'json'] | Serializer | None
 _I32 = 2**31 - 1  # Java int settings
 _I64 = 2**63 - 1  # Java long settings
 
-# Java's CompressionType level validators (KIP-390): gzip is 1..9 or -1 (Deflater.DEFAULT_COMPRESSION),
-# lz4 1..17, zstd Zstd.minCompressionLevel() (-131072) .. 22; snappy and none take no level.
-COMPRESSION_LEVELS: Mapping[str, range] = {"gzip": range(-1, 10), "lz4": range(1, 18), "zstd": range(-131072, 23)}
 _LEVEL_KEYS = {
     key: codec for codec in COMPRESSION_LEVELS for key in (f"compression.{codec}.level", f"compression_{codec}_level")
 }
@@ -42,16 +51,6 @@ _LEVEL_KEYS = {
 _BOOLS = ("partitioner_ignore_keys", "allow_auto_create_topics")
 _COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_PARTITIONERS = ("default", "round_robin", "uniform_sticky")
-_JAVA_CLASSES = {  # class names from pasted Java configs → our names
-    "org.apache.kafka.clients.producer.RoundRobinPartitioner": "round_robin",
-    "org.apache.kafka.clients.producer.UniformStickyPartitioner": "uniform_sticky",
-    "org.apache.kafka.clients.producer.internals.DefaultPartitioner": "default",
-    "org.apache.kafka.common.serialization.ByteArraySerializer": "bytes",
-    "org.apache.kafka.common.serialization.BytesSerializer": "bytes",
-    "org.apache.kafka.common.serialization.ByteBufferSerializer": "bytes",
-    "org.apache.kafka.common.serialization.StringSerializer": "str",
-}
 # Java producer settings aioproducer does not implement: naming one is a missing feature, not a typo.
 _UNSUPPORTED_JAVA = frozenset(
     "client.dns.lookup send.buffer.bytes receive.buffer.bytes interceptor.classes metric.reporters "  # noqa: SIM905
@@ -60,8 +59,6 @@ _UNSUPPORTED_JAVA = frozenset(
     "transaction.two.phase.commit.enable security.providers metadata.recovery.strategy "
     "metadata.recovery.rebootstrap.trigger.ms config.providers".split()
 )
-_ADDRESS = re.compile(r"(?:\[(?P<ipv6>[0-9A-Fa-f:.]+(?:%[\w.-]+)?)\]|(?P<host>[\w.-]+)):(?P<port>\d{1,5})")
-_INTEGER = re.compile(r"[+-]?\d+")
 
 
 def _int(default: int, lowest: int = 0) -> int:
@@ -146,7 +143,7 @@ class ProducerConfig:
         levels: dict[str, tuple[str, Any]] = {}  # codec → (key as given, value)
         for key, value in [*(config or {}).items(), *settings.items()]:
             if key in _LEVEL_KEYS:
-                _put(levels, _LEVEL_KEYS[key], key, value, _parse_level)
+                _put(levels, _LEVEL_KEYS[key], key, value, parse_level)
             elif key in _security.JAAS_KEYS:
                 for name, item in _security.jaas_credentials(key, value).items():
                     _put(merged, name, key, item, _PARSERS[name])
@@ -190,7 +187,7 @@ class ProducerConfig:
     @property
     def bootstrap_addresses(self) -> tuple[tuple[str, int], ...]:
         """`bootstrap_servers` as (host, port) pairs, IPv6 hosts without their brackets."""
-        return tuple(_split_address(address) for address in self.bootstrap_servers)
+        return tuple(split_address(address) for address in self.bootstrap_servers)
 
     def __repr__(self) -> str:
         shown = []
@@ -220,10 +217,10 @@ class ProducerConfig:
                 f"compression_level={self.compression_level} has no meaning for compression_type="
                 f"{self.compression_type!r}: levels exist for gzip, lz4 and zstd only; remove compression_level"
             )
-        if self.compression_level not in levels or not _level_allowed(self.compression_type, self.compression_level):
+        if self.compression_level not in levels or not level_allowed(self.compression_type, self.compression_level):
             raise ConfigError(
                 f"compression_level={self.compression_level} is out of range for {self.compression_type}: "
-                f"{_levels_text(self.compression_type)}"
+                f"{levels_text(self.compression_type)}"
             )
 
     def _clamp_backoff_maxima(self) -> None:
@@ -281,11 +278,11 @@ def _merge_codec_level(merged: dict[str, tuple[str, Any]], levels: dict[str, tup
     # Java keeps one level per codec (compression.gzip.level, ...) and uses the one of compression.type;
     # the others are validated but have no effect, as in Java.
     for other, (_key, value) in levels.items():
-        _parse_level(other, value)
-    codec = _parse_choice("compression_type", merged.get("compression_type", ("", "none"))[1], _COMPRESSION_TYPES)
+        parse_level(other, value)
+    codec = parse_choice("compression_type", merged.get("compression_type", ("", "none"))[1], _COMPRESSION_TYPES)
     if codec in levels:
         key, value = levels[codec]
-        _put(merged, "compression_level", key, value, _parse_optional_int)
+        _put(merged, "compression_level", key, value, parse_optional_int)
 
 
 # ---- parsers: (setting name, value as given) → normalized value, or ConfigError ----------------------------
@@ -293,136 +290,12 @@ def _merge_codec_level(merged: dict[str, tuple[str, Any]], levels: dict[str, tup
 
 def _parse_int(name: str, value: Any) -> int:
     lowest, highest = _INT_RANGES[name]
-    number = _to_int(name, value)
+    number = to_int(name, value)
     if number < lowest:
         raise ConfigError(f"{name} must be at least {lowest}, got {number}")
     if number > highest:
         raise ConfigError(f"{name} must be at most {highest}, got {number}")
     return number
-
-
-def _to_int(name: str, value: Any) -> int:
-    if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
-        return int(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise ConfigError(f"{name} must be an integer (or a string of digits), got {type(value).__name__} {value!r}")
-
-
-def _parse_optional_int(name: str, value: Any) -> int | None:
-    return None if value is None else _to_int(name, value)
-
-
-def _parse_level(codec: str, value: Any) -> int:
-    level = _to_int(f"compression.{codec}.level", value)
-    if level not in COMPRESSION_LEVELS[codec] or not _level_allowed(codec, level):
-        raise ConfigError(f"compression.{codec}.level={level} is out of range: {_levels_text(codec)}")
-    return level
-
-
-def _level_allowed(codec: str, level: int) -> bool:
-    """The codec's own rule (gzip takes 1..9 or -1, not 0), so a bad level fails here, not at the first batch."""
-    try:
-        validate_level(CompressionType.from_name(codec), level)
-    except ConfigError:
-        return False
-    return True
-
-
-def _levels_text(codec: str) -> str:
-    levels = COMPRESSION_LEVELS[codec]
-    extra = " except 0 (-1 is zlib's default)" if codec == "gzip" else ""
-    return f"{codec} levels run from {levels.start} to {levels.stop - 1}{extra}"
-
-
-def _parse_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ConfigError(f"{name} must be True or False (or 'true'/'false'), got {type(value).__name__} {value!r}")
-
-
-def _parse_optional_bool(name: str, value: Any) -> bool | None:
-    return None if value is None else _parse_bool(name, value)
-
-
-def _parse_choice(name: str, value: Any, choices: tuple[str, ...], *, upper: bool = False) -> str:
-    if isinstance(value, str):
-        spelled = value.strip().upper() if upper else value.strip().lower()
-        if spelled in choices:
-            return spelled
-    close = difflib.get_close_matches(str(value), choices, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ConfigError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}{hint}")
-
-
-def _parse_acks(name: str, value: Any) -> int:
-    if isinstance(value, str) and value.strip().lower() in ("all", "-1", "0", "1"):
-        return -1 if value.strip().lower() == "all" else int(value)
-    if type(value) is int and value in (-1, 0, 1):
-        return value
-    raise ConfigError(f"{name} must be 'all' (same as -1), 0 or 1, got {value!r}")
-
-
-def _parse_bootstrap(name: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        entries = value.split(",")
-    elif isinstance(value, list | tuple) and all(isinstance(entry, str) for entry in value):
-        entries = list(value)
-    else:
-        raise ConfigError(f"{name} must be a 'host:port,host:port' string or a list of them, got {value!r}")
-    # Java's ClientUtils.parseAndValidateAddresses skips blank entries ("h1:9092, ,h2:9092" is fine).
-    servers = tuple(_check_address(name, entry.strip()) for entry in entries if entry.strip())
-    if not servers:
-        raise ConfigError(f"{name} is required: give at least one broker as 'host:port', e.g. 'localhost:9092'")
-    return servers
-
-
-def _check_address(name: str, address: str) -> str:
-    match = _ADDRESS.fullmatch(address)
-    if match is None or not 0 < int(match["port"]) < 65536:
-        bare_ipv6 = address.count(":") > 1 and "[" not in address
-        ipv6_hint = " (write IPv6 addresses in brackets: '[::1]:9092')" if bare_ipv6 else ""
-        raise ConfigError(f"{name} entry {address!r} is not 'host:port' with a port from 1 to 65535{ipv6_hint}")
-    return address
-
-
-def _split_address(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host.removeprefix("[").removesuffix("]"), int(port)
-
-
-def _parse_text(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(f"{name} must be a str, got {type(value).__name__} {value!r}")
-    return value
-
-
-def _parse_partitioner(name: str, value: Any) -> str | PartitionerLike:
-    if isinstance(value, str):
-        return _parse_choice(name, _JAVA_CLASSES.get(value.strip(), value), _PARTITIONERS)
-    if isinstance(value, type) or not callable(getattr(value, "partition", None)):
-        raise ConfigError(
-            f"{name} must be one of {', '.join(map(repr, _PARTITIONERS))} or an object (an instance, not a class) "
-            f"with a partition() method, got {value!r}"
-        )
-    partitioner: PartitionerLike = value
-    return partitioner
-
-
-def _parse_serializer(name: str, value: Any) -> Any:
-    spec = _JAVA_CLASSES.get(value.strip(), value.strip()) if isinstance(value, str) else value
-    resolve_serializer(spec, role="key" if name == "key_serializer" else "value")  # ConfigError unless usable
-    return spec
-
-
-def _parse_transactional_id(name: str, value: Any) -> None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{name} must be None or a non-empty str, got {value!r}")
-    raise FeatureNotAvailableError(f"transactions are not supported yet: remove {name}={value!r}")
 
 
 def _show(name: str, value: Any, metadata: Mapping[str, Any] | None = None) -> str:
@@ -438,24 +311,24 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
 }
 _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     **dict.fromkeys(_INT_RANGES, _parse_int),
-    **dict.fromkeys(_BOOLS, _parse_bool),
-    "bootstrap_servers": _parse_bootstrap,
-    "client_id": _parse_text,
-    "acks": _parse_acks,
-    "enable_idempotence": _parse_optional_bool,
-    "compression_type": lambda name, value: _parse_choice(name, value, _COMPRESSION_TYPES),
-    "compression_level": _parse_optional_int,
-    "partitioner": _parse_partitioner,
-    "key_serializer": _parse_serializer,
-    "value_serializer": _parse_serializer,
-    "security_protocol": lambda name, value: _parse_choice(name, value, _SECURITY_PROTOCOLS, upper=True),
-    "transactional_id": _parse_transactional_id,
+    **dict.fromkeys(_BOOLS, parse_bool),
+    "bootstrap_servers": parse_bootstrap,
+    "client_id": parse_text,
+    "acks": parse_acks,
+    "enable_idempotence": parse_optional_bool,
+    "compression_type": lambda name, value: parse_choice(name, value, _COMPRESSION_TYPES),
+    "compression_level": parse_optional_int,
+    "partitioner": parse_partitioner,
+    "key_serializer": parse_serializer,
+    "value_serializer": parse_serializer,
+    "security_protocol": lambda name, value: parse_choice(name, value, _SECURITY_PROTOCOLS, upper=True),
+    "transactional_id": parse_transactional_id,
     "ssl_context": _security.parse_ssl_context,
     **dict.fromkeys(("ssl_cafile", "ssl_certfile", "ssl_keyfile"), _security.parse_path),
     **dict.fromkeys(("ssl_password", "sasl_plain_password"), _security.parse_secret),
     "ssl_check_hostname": _security.parse_check_hostname,
     "sasl_mechanism": _security.parse_mechanism,
-    "sasl_plain_username": lambda name, value: None if value is None else _parse_text(name, value),
+    "sasl_plain_username": lambda name, value: None if value is None else parse_text(name, value),
     "sasl_oauth_token_provider": _security.parse_token_provider,
 }
 _JAVA_TO_FIELD = _java_names()

@@ -26,7 +26,7 @@ LAYERS = [
     ["protocol"],
 ]
 # `accelerated` picks the compiled `_speedups` twins of hot-path parts; the extension itself imports nothing else.
-BASE = {"errors", "kafka_errors", "config", "serializers", "accelerated", "_speedups", "__init__"}
+BASE = {"errors", "kafka_errors", "config", "config_values", "serializers", "accelerated", "_speedups", "__init__"}
 
 
 def imports_of(path: Path) -> set[str]:
