@@ -12,7 +12,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
-from cpython.tuple cimport PyTuple_SET_ITEM
+from cpython.tuple cimport PyTuple_Check, PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
@@ -405,6 +405,8 @@ cdef class Appender:
     cdef object _wake_sender
     cdef object _unknown_partition
     cdef set _checked_topics
+    cdef object _snapshot  # the cluster metadata snapshot `_topics` was read from (snapshots are immutable)
+    cdef dict _topics
     cdef dict _partition_slots  # topic -> a _PartitionSlot per partition, by partition number
     cdef public Py_ssize_t unyielded_bytes
 
@@ -477,7 +479,11 @@ cdef class Appender:
             raise RecordTooLargeError(f"the record is {size} bytes when serialized, {self._size_limit_message}")
         if timestamp_ms is None:
             timestamp_ms = wall_clock_ms()
-        info = self._cluster_state.cluster.topics.get(topic)
+        snapshot = self._cluster_state.cluster
+        if snapshot is not self._snapshot:
+            self._topics = dict(snapshot.topics)
+            self._snapshot = snapshot
+        info = self._topics.get(topic)
         cdef AccumulatorFields acc = self._acc
         if (
             info is None
@@ -499,7 +505,15 @@ cdef class Appender:
         cdef Py_ssize_t index = start
         cdef Py_ssize_t count = len(records)
         while index < count:
-            topic, value, key, headers, partition, timestamp_ms = records[index]
+            record = records[index]
+            if PyTuple_Check(record) and PyTuple_GET_SIZE(record) == 6:
+                # A ProducerRecord: read its fields in place (a named tuple would be unpacked by iterating it).
+                topic, value, key = <object>PyTuple_GET_ITEM(record, 0), <object>PyTuple_GET_ITEM(record, 1), \
+                    <object>PyTuple_GET_ITEM(record, 2)
+                headers, partition, timestamp_ms = <object>PyTuple_GET_ITEM(record, 3), \
+                    <object>PyTuple_GET_ITEM(record, 4), <object>PyTuple_GET_ITEM(record, 5)
+            else:
+                topic, value, key, headers, partition, timestamp_ms = record
             index += 1
             try:
                 prepared = self._append_now(
