@@ -380,13 +380,27 @@ class AlertingTlsServer:
             except TimeoutError:
                 continue
             raw.settimeout(5)
+            tls = self.context.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
             try:
-                with self.context.wrap_socket(raw, server_side=True) as tls:
-                    tls.recv(1)  # TLS 1.3 checks the client certificate here, after the client's Finished
+                tls.do_handshake()
+                tls.recv(1)  # TLS 1.3 checks the client certificate here, after the client's Finished
             except (ssl.SSLError, OSError) as exc:
                 self.handshake_errors.append(str(exc))
+                _close_after_peer(tls)
             finally:
-                raw.close()
+                tls.close()
+
+
+def _close_after_peer(sock: socket.socket) -> None:
+    """Half-close, then discard what the client still sends until it hangs up. Closing with its unread bytes (its
+    first request) still buffered makes the kernel send a reset, which can reach the client before the alert does."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(2)
+        while sock.recv(65536):
+            pass
+    except OSError:
+        pass
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> bytes | None:
