@@ -7,9 +7,10 @@ Owns the caller-facing hot path: validate and serialize a record, await its topi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -51,9 +52,6 @@ class Producer:
         if bootstrap_servers is not None:
             settings["bootstrap_servers"] = bootstrap_servers
         self.config = cfg = ProducerConfig.build(config, **settings)
-        # Resolved now, so that a bad serializer is a ConfigError at construction; start() builds the appender.
-        resolve_serializer(cfg.key_serializer, role="key")
-        resolve_serializer(cfg.value_serializer)
         self._partitioner = _resolve_partitioner(cfg)
         self._compression = CompressionType.from_name(cfg.compression_type)
         self._state = _NEW
@@ -255,13 +253,9 @@ class Producer:
                 await asyncio.sleep(0)
         # Nothing more is coming from this call: its last batches go out now rather than after linger_ms, as flush
         # sends everything buffered.
-        self._accumulator.flushing += 1
-        self._wake()
-        try:
+        with self._sending_at_once():
             for outcome in bulk.outcomes():
                 await outcome.wait()
-        finally:
-            self._accumulator.flushing -= 1
         return bulk.results(resolve)
 
     async def _append_after_waiting(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
@@ -303,14 +297,21 @@ class Producer:
 
         for batch in batches:
             batch.done_callbacks.append(one_done)
-        acc.flushing += 1
+        with self._sending_at_once():
+            try:
+                await asyncio.wait_for(done, timeout)
+            except asyncio.TimeoutError:
+                raise KafkaTimeoutError(f"records not delivered within {timeout} s") from None
+
+    @contextlib.contextmanager
+    def _sending_at_once(self) -> Iterator[None]:
+        """While a caller waits for what is buffered, every batch is ready at once (linger_ms is not waited out)."""
+        self._accumulator.flushing += 1
         self._wake()
         try:
-            await asyncio.wait_for(done, timeout)
-        except asyncio.TimeoutError:
-            raise KafkaTimeoutError(f"records not delivered within {timeout} s") from None
+            yield
         finally:
-            acc.flushing -= 1
+            self._accumulator.flushing -= 1
 
     # -- information --------------------------------------------------------------------------------------------
     async def partitions_for(self, topic: str) -> list[int]:
