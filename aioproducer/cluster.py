@@ -23,7 +23,7 @@ from .errors import (
     TransportError,
 )
 from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
-from .protocol import ApiKey
+from .protocol import ApiKey, FinalizedFeatures
 from .security.sasl import SaslCredentials
 from .security.tls import client_context
 
@@ -81,6 +81,8 @@ class Cluster:
         self._closed = False
         self.last_error: BaseException | None = None
         self.auth_error: AuthenticationError | None = None
+        # The newest finalized feature levels any broker reported (Java's ApiVersions keeps the highest epoch).
+        self.features = FinalizedFeatures()
 
     @property
     def metadata(self) -> ClusterMetadata:
@@ -273,6 +275,7 @@ class Cluster:
             sasl=SaslCredentials.from_config(self._config),
         )
         conn.on_lost = self._on_connection_lost
+        self.features = self.features.newest(conn.features)
         return conn
 
     def _on_connection_lost(self, conn: BrokerConnection) -> None:
