@@ -4,6 +4,7 @@ decode every request version we send, and we decode every reply they give, over 
 from __future__ import annotations
 
 import socket
+import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -123,9 +124,13 @@ def test_broker_grants_producer_ids_from_v3(broker: Peer) -> None:
     """Tansu answers InitProducerId only from v3 (older versions get -1), so v3+ is what a producer can rely on."""
     ranges = api_version_ranges(broker.call(ApiKey.API_VERSIONS, 3, CLIENT_SOFTWARE))
     for version in shared_versions(ranges, ApiKey.INIT_PRODUCER_ID):
-        reply = broker.call(
-            ApiKey.INIT_PRODUCER_ID, version, {"transactional_id": None, "transaction_timeout_ms": 60000}
-        )
+        body = {"transactional_id": None, "transaction_timeout_ms": 60000}
+        reply = broker.call(ApiKey.INIT_PRODUCER_ID, version, body)
+        # A freshly started Kafka answers COORDINATOR_LOAD_IN_PROGRESS (14) until its producer-id manager is ready.
+        deadline = time.monotonic() + 30
+        while reply["error_code"] == 14 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            reply = broker.call(ApiKey.INIT_PRODUCER_ID, version, body)
         if version >= 3:
             assert reply["error_code"] == 0 and reply["producer_id"] >= 0, f"InitProducerId v{version}"
 
