@@ -49,7 +49,10 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The main job: start an embedded broker, produce, read back, report. Pass options after `--`."""
+    """The main job: start a broker, produce, read back, report. Pass options after `--`: `-- --broker kafka` runs
+    it on real Apache Kafka (one node, from Maven Central's jars) instead of the embedded Tansu."""
+    if "kafka" in session.posargs:
+        ensure_java_and_maven(session)
     session.install("-e", ".[snappy,testing]")
     session.run("python", "examples/demo.py", *session.posargs)
 
