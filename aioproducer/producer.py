@@ -262,8 +262,8 @@ class Producer:
         """The slow path: wait for metadata and memory (together bounded by `max_block_ms`), then append."""
         deadline = self._loop.time() + self.config.max_block_ms / 1000
         info = self._cluster.metadata.topics.get(topic)
-        if info is None or not info.num_partitions:
-            info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
+        if info is None or not info.num_partitions or (partition is not None and partition >= info.num_partitions):
+            info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms, partition)
         memory = prepared[3] + RECORD_MEMORY_OVERHEAD
         if self._memory_waiters or not self._accumulator.has_room(memory):
             await self._memory_waiters.wait(memory, deadline)
