@@ -584,6 +584,9 @@ cdef class Appender:
                 slot.tp, timestamp_ms, key, value, header_list, record_bytes, self._clock_ms
             )
             batch = slot.open_batch = <BatchFields>appended
+            if index == 0:
+                # A new batch: the topic is in use (see the original).
+                self._cluster_state.touch(topic, self._clock_ms())
             if wake:
                 self._wake_sender()
         index_out[0] = index

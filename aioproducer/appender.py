@@ -112,6 +112,10 @@ class Appender:
         batch, index, wake = self._acc.append(
             (topic, partition), timestamp_ms, key, value, header_list, size + RECORD_MEMORY_OVERHEAD, self._clock_ms
         )
+        if index == 0:
+            # A new batch: the topic is in use. Marked per batch, not per record (Java's ProducerMetadata.add runs
+            # on every send), so a topic in constant use is never dropped from metadata refreshes as idle.
+            self._cluster_state.touch(topic, self._clock_ms())
         if wake:
             self._wake_sender()
         return new_delivery(
