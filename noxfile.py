@@ -23,11 +23,12 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs)
     if not session.posargs:
         # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get); the
-        # Spark tests and the twin comparisons, which need the compiled parts, run only above.
+        # Spark tests and the twin comparisons (test_speedups*.py), which need the compiled parts, run only above.
         session.run(
             "pytest",
             "--ignore=tests/test_spark.py",
             "--ignore=tests/test_speedups.py",
+            "--ignore=tests/test_speedups_hostile.py",
             env={"AIOPRODUCER_NO_EXTENSIONS": "1"},
         )
 
