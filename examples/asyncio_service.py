@@ -29,7 +29,8 @@ async def run_service(bootstrap: str, topic: str, count: int, workers: int = 4) 
         orders.put_nowait({"order": n, "customer": n % 7, "amount": n * 3})
     for _ in range(workers):
         orders.put_nowait(None)
-    async with Producer(bootstrap, acks="all", linger_ms=5) as producer:
+    # Leaving the block flushes, waiting at most close_timeout_ms: a stopping service never overruns its grace period.
+    async with Producer(bootstrap, acks="all", linger_ms=5, close_timeout_ms=10_000) as producer:
         results = await asyncio.gather(*(publish_orders(producer, orders, topic) for _ in range(workers)))
     return [md for worker in results for md in worker]
 

@@ -22,7 +22,9 @@ def create_app(bootstrap: str | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         servers = bootstrap or os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092")
-        async with Producer(servers, value_serializer="json", key_serializer="str") as producer:
+        # Shutdown waits at most 10 s for undelivered events (then fails them), inside a 30 s grace period.
+        settings = {"value_serializer": "json", "key_serializer": "str", "close_timeout_ms": 10_000}
+        async with Producer(servers, **settings) as producer:
             app.state.producer = producer
             yield
 
