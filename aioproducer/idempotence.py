@@ -57,10 +57,13 @@ R10 Transactions: a transactional producer never bumps or renumbers on its own. 
     the new identity after the abort (`set_producer_id`) restarts every stream. CLUSTER_AUTHORIZATION_FAILED,
     PRODUCER_FENCED and UNSUPPORTED_VERSION are fatal (Java: maybeTransitionToErrorState).
 
-On purpose, unlike Java: a break renumbers only the batches from the break on (Java rewrites every in-flight batch of
-the partition, so a batch before the break that was written but not acknowledged would be written twice), and
-waits for the partition's requests on the wire; a batch expiring on the wire or with an unanswered attempt leaves
-an unresolved hole (Java: only a batch being retried); at most 5 batches of a partition are tracked at once.
+On purpose, unlike Java (each where Java can write a record twice or out of order): a break renumbers only the
+batches from the break on, once nothing of the partition is on the wire (Java rewrites every in-flight batch of the
+partition at once, a written one whose acknowledgement was lost included); a probe goes alone after idle and at a
+stream's start, no new batch is stamped while one is retried, and at most 5 are tracked (Java relies on 5 requests
+per connection); a batch refused as out of order after a later one was acknowledged fails at once (Java retries it
+until delivery_timeout_ms); a batch failing on the wire or after an unanswered attempt leaves an unresolved hole
+(Java: only a batch being retried); a broker refusing a locally bumped epoch gets a new producer id (Java: fatal).
 """
 
 from __future__ import annotations
@@ -357,10 +360,7 @@ class IdempotenceState:
     def on_late_response(self, batch: SequencedBatch, error_code: int, base_offset: int = -1, now_ms: int = 0) -> None:
         """An answer (-1: none) for a batch failed while it was on the wire (delivery timeout): bookkeeping only."""
         stream = self._off_wire(batch)
-        if stream is None:
-            return
-        stream.stray_on_wire.pop(id(batch), None)
-        if error_code == 0 or error_code == _DUPLICATE_SEQUENCE_NUMBER:
+        if stream is not None and (error_code == 0 or error_code == _DUPLICATE_SEQUENCE_NUMBER):
             self._acked(batch, stream, base_offset, now_ms)
 
     def on_split(self, batch: SequencedBatch, parts: Sequence[SequencedBatch]) -> None:
@@ -431,6 +431,7 @@ class IdempotenceState:
         if stream is None or batch.base_sequence == NO_SEQUENCE:
             return None
         stream.on_wire.discard(id(batch))
+        stream.stray_on_wire.pop(id(batch), None)
         if not stream.on_wire and (stream.broken_at is not None or stream.unresolved_next is not None):
             self._attention.add(batch.tp)
         if (batch.producer_id, batch.producer_epoch) != (stream.producer_id, stream.producer_epoch):
