@@ -61,7 +61,6 @@ class Sender:
         self._on_wire: dict[ProducerBatch, None] = {}
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._init_pid_task: asyncio.Task[None] | None = None
-        self._init_pid_failures = 0
         self._init_pid_retry_ms = 0
         self._next_expiry_ms = 0
         self._failure_log = _FailureLog(log)
@@ -139,16 +138,13 @@ class Sender:
             self._init_pid_task = self._spawn(self._init_producer_id(conn))
 
     async def _init_producer_id(self, conn: BrokerConnection) -> None:
-        """One InitProducerId attempt (Java's InitProducerIdHandler, idempotent case); a failure delays the next by
-        a growing backoff, `retry_backoff_ms` → `retry_backoff_max_ms`."""
+        """One InitProducerId attempt (Java's InitProducerIdHandler, idempotent case). A failure delays the next by
+        `retry_backoff_ms`, as Java retries it (a fresh cluster answers COORDINATOR_LOAD_IN_PROGRESS a few times);
+        after a fatal error by `retry_backoff_max_ms`."""
         try:
             if await self._request_producer_id(conn):
-                self._init_pid_failures = 0
                 return
-            base = min(self._config.retry_backoff_max_ms, self._config.retry_backoff_ms * 2**self._init_pid_failures)
-            self._init_pid_failures = min(self._init_pid_failures + 1, 30)
-            if self.fatal_error is not None:
-                base = self._config.retry_backoff_max_ms
+            base = self._config.retry_backoff_max_ms if self.fatal_error else self._config.retry_backoff_ms
             self._init_pid_retry_ms = monotonic_ms() + int(base * self._rng.uniform(0.8, 1.2))
         finally:
             self.wake()
