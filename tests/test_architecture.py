@@ -12,7 +12,7 @@ PURE = ["protocol", "records", "compression", "partitioner", "metadata", "accumu
 IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 # Each layer may import only from the layers listed after it (and from errors / kafka_errors, below everything).
 LAYERS = [
-    ["spark", "testing"],
+    ["cli", "__main__", "spark", "testing"],
     ["producer"],
     ["appender", "sender"],
     ["cluster"],
