@@ -3,6 +3,7 @@ embedded broker (Tansu) and real Apache Kafka, each result judged by reading the
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from security_proxies import KafkaProxy, SaslServer
 
 from aioproducer.testing import KafkaCluster, create_topic, read_back
 
@@ -275,3 +277,145 @@ def test_check_tls_to_a_plaintext_listener(target: Target) -> None:
     assert done.returncode == 1
     assert "✓ tcp" in done.stdout and "✗ tls" in done.stdout
     assert "does not speak TLS (a PLAINTEXT or SASL_PLAINTEXT listener?)" in done.stdout
+
+
+# -- check's diagnoses of the common mistakes, on brokers set up to show them ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def strict_kafka() -> Iterator[KafkaCluster]:
+    """Real Kafka that creates no topic on demand and enables only SCRAM-SHA-512 on its SASL_SSL listener."""
+    config = {
+        "auto.create.topics.enable": "false",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    }
+    with KafkaCluster(nodes=1, broker_config=config) as cluster:
+        yield cluster
+
+
+def sasl_args(cluster: KafkaCluster, listener: str, mechanism: str) -> list[str]:
+    settings = cluster.client_config(listener, mechanism)
+    args = ["-b", settings["bootstrap_servers"], "--security-protocol", settings["security_protocol"]]
+    args += ["--sasl-mechanism", mechanism, "--sasl-username", settings["sasl_plain_username"]]
+    if "ssl_cafile" in settings:
+        args += ["--ssl-cafile", settings["ssl_cafile"]]
+    return args
+
+
+def cli_with_password(password: str, *args: str) -> subprocess.CompletedProcess[str]:
+    os.environ["AIOPRODUCER_SASL_PASSWORD"] = password
+    try:
+        env_cli = subprocess.run(
+            [sys.executable, "-m", "aioproducer", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "COLUMNS": "200"},
+            check=False,
+        )
+    finally:
+        del os.environ["AIOPRODUCER_SASL_PASSWORD"]
+    return env_cli
+
+
+def test_check_unknown_topic_where_the_broker_creates_none(strict_kafka: KafkaCluster) -> None:
+    done = cli("check", "-b", strict_kafka.bootstrap_servers, "--topic", "no-such-topic")
+    assert done.returncode == 1
+    assert "✗ topic no-such-topic" in done.stdout
+    assert "does not exist and the broker does not create topics on demand (auto.create.topics.enable=false)" in (
+        done.stdout
+    )
+    strict_kafka.create_topic("now-it-exists", 2)
+    assert cli("check", "-b", strict_kafka.bootstrap_servers, "--topic", "now-it-exists").returncode == 0
+
+
+def test_check_sasl_ssl_passes_with_tls_details_and_reads_back(strict_kafka: KafkaCluster) -> None:
+    strict_kafka.create_topic("secure", 1)
+    args = sasl_args(strict_kafka, "SASL_SSL", "SCRAM-SHA-512")
+    done = cli_with_password(strict_kafka.credentials.password, "check", *args, "--topic", "secure")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "✓ tls" in done.stdout and "TLSv1.3" in done.stdout and "valid until" in done.stdout
+    assert "✓ sasl" in done.stdout and "SCRAM-SHA-512 as 'aioproducer': authenticated" in done.stdout
+    assert "reads back intact" in done.stdout
+    assert strict_kafka.credentials.password not in done.stdout + done.stderr
+
+
+def test_check_wrong_sasl_mechanism(strict_kafka: KafkaCluster) -> None:
+    args = sasl_args(strict_kafka, "SASL_SSL", "SCRAM-SHA-512")
+    args[args.index("SCRAM-SHA-512")] = "PLAIN"
+    done = cli_with_password(strict_kafka.credentials.password, "check", *args)
+    assert done.returncode == 1
+    assert "does not enable SASL mechanism PLAIN; it offers: SCRAM-SHA-512" in done.stdout
+    assert "set sasl.mechanism (--sasl-mechanism) to one of the mechanisms the broker offers" in done.stdout
+
+
+def test_check_wrong_sasl_password(strict_kafka: KafkaCluster) -> None:
+    done = cli_with_password("not-the-password", "check", *sasl_args(strict_kafka, "SASL_PLAINTEXT", "SCRAM-SHA-256"))
+    assert done.returncode == 1
+    assert "✗ sasl" in done.stdout and "wrong username or password" in done.stdout
+    assert "not-the-password" not in done.stdout + done.stderr
+
+
+def test_check_sasl_against_a_plaintext_listener(strict_kafka: KafkaCluster) -> None:
+    args = sasl_args(strict_kafka, "SASL_PLAINTEXT", "SCRAM-SHA-256")
+    args[1] = strict_kafka.bootstrap("PLAINTEXT")
+    done = cli_with_password("x", "check", *args)
+    assert done.returncode == 1
+    assert "is not a SASL listener: set security.protocol=PLAINTEXT" in done.stdout
+
+
+def test_check_plaintext_against_a_sasl_listener(strict_kafka: KafkaCluster) -> None:
+    done = cli("check", "-b", strict_kafka.bootstrap("SASL_PLAINTEXT"))
+    assert done.returncode == 1
+    assert "probably requires SASL; set security.protocol=SASL_PLAINTEXT" in done.stdout
+
+
+def test_check_plaintext_against_a_tls_listener(strict_kafka: KafkaCluster) -> None:
+    done = cli("check", "-b", strict_kafka.bootstrap("SSL"), "--timeout", "5")
+    assert done.returncode == 1
+    assert "did not answer a Kafka request in plain text: if it is a TLS listener, set security.protocol=SSL" in (
+        done.stdout
+    )
+
+
+async def cli_async(*args: str, password: str | None = None) -> tuple[int, str]:
+    """The command line while this test's event loop serves a proxy: run without blocking the loop."""
+    env = {**os.environ, "COLUMNS": "200"}
+    if password is not None:
+        env["AIOPRODUCER_SASL_PASSWORD"] = password
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "aioproducer", *args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+    )
+    out, _ = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode is not None
+    return process.returncode, out.decode()
+
+
+async def test_check_sasl_diagnoses_on_the_embedded_broker(tansu_bootstrap: str) -> None:
+    """Tansu has no SASL of its own: a SASL-terminating proxy in front of it offers SCRAM-SHA-256 for alice."""
+    sasl = SaslServer(mechanisms=("SCRAM-SHA-256",), users={"alice": "alice-secret"})
+    proxy = await KafkaProxy(tansu_bootstrap, sasl=sasl).start()
+    try:
+        base = ["check", "-b", proxy.bootstrap, "--security-protocol", "SASL_PLAINTEXT", "--sasl-username", "alice"]
+        status, out = await cli_async(*base, "--sasl-mechanism", "SCRAM-SHA-256", password="alice-secret")
+        assert status == 0 and "SCRAM-SHA-256 as 'alice': authenticated" in out, out
+        status, out = await cli_async(*base, "--sasl-mechanism", "SCRAM-SHA-256", password="wrong")
+        assert status == 1 and "wrong username or password" in out, out
+        status, out = await cli_async(*base, "--sasl-mechanism", "PLAIN", password="alice-secret")
+        assert status == 1 and "does not enable SASL mechanism PLAIN; it offers: SCRAM-SHA-256" in out, out
+    finally:
+        await proxy.close()
+
+
+def test_check_unknown_topic_when_the_client_asks_not_to_create_it(tansu_bootstrap: str) -> None:
+    done = cli(
+        "check",
+        "-b",
+        tansu_bootstrap,
+        "--topic",
+        f"absent-{uuid.uuid4().hex[:8]}",
+        "-X",
+        "allow.auto.create.topics=false",
+    )
+    assert done.returncode == 1
+    assert "does not exist, and this client asks not to create it" in done.stdout

@@ -7,6 +7,7 @@ token provider, an `ssl_context` object).
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -59,7 +60,11 @@ def read_record(cfg: ProducerConfig, topic: str, partition: int, offset: int, ti
     conf = consumer_settings(cfg)
     if conf is None or offset < 0:
         return None
-    consumer = Consumer(conf)
+    # librdkafka logs to stderr on its own; a failure here reaches the user through the check's own report.
+    quiet = logging.getLogger("aioproducer.cli.read_back.librdkafka")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    consumer = Consumer(conf, logger=quiet)
     try:
         consumer.assign([TopicPartition(topic, partition, offset)])
         deadline = time.monotonic() + timeout_s
