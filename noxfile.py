@@ -50,7 +50,7 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 def demo(session: nox.Session) -> None:
     """The main job: start an embedded broker, produce, read back, report. Pass options after `--`."""
-    session.install("-e", ".[snappy,testing]")
+    session.install("-e", ".[snappy,testing,cli]")
     session.run("python", "examples/demo.py", *session.posargs)
 
 
