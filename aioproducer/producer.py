@@ -84,7 +84,7 @@ class Producer:
             raise ProducerClosedError(f"start() called on a producer that is {self._state}")
         self._loop = asyncio.get_running_loop()
         self._stopped: asyncio.Future[None] = self._loop.create_future()  # done once closed
-        self._cluster = Cluster(self.config, self._wake)
+        self._cluster = Cluster(self.config, self._wake, self._topics_in_use)
         if self.config.security_protocol != "PLAINTEXT":
             try:
                 await asyncio.wait_for(self._cluster.connect_any(), self.config.max_block_ms / 1000)
@@ -368,6 +368,10 @@ class Producer:
         check_topic(topic)
         info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
         return list(range(info.num_partitions))
+
+    def _topics_in_use(self) -> set[str]:
+        """Topics with batches not delivered yet (read once per metadata refresh, not per record)."""
+        return {batch.topic for batch in self._accumulator.incomplete}
 
     def _wake(self) -> None:
         if self._state != _NEW:
