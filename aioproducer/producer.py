@@ -370,8 +370,9 @@ class Producer:
         return list(range(info.num_partitions))
 
     def _topics_in_use(self) -> set[str]:
-        """Topics with batches not delivered yet (read once per metadata refresh, not per record)."""
-        return {batch.topic for batch in self._accumulator.incomplete}
+        """Topics with batches waiting to be sent or retried (read once per metadata refresh, one look per
+        partition; a batch in flight comes back to its queue if its request fails)."""
+        return {topic for (topic, _partition), queue in self._accumulator.queues.items() if queue}
 
     def _wake(self) -> None:
         if self._state != _NEW:
