@@ -21,7 +21,7 @@ from .cluster import Cluster, monotonic_ms
 from .compression import CompressionType
 from .config import ProducerConfig
 from .delivery import BulkDeliveries, Delivery, resolve
-from .errors import AioProducerError, KafkaTimeoutError, ProducerClosedError, TransportError
+from .errors import AioProducerError, InvalidRecordError, KafkaTimeoutError, ProducerClosedError, TransportError
 from .idempotence import IdempotenceState
 from .memory import MemoryWaiters
 from .models import ProducerRecord, RecordMetadata
@@ -272,7 +272,12 @@ class Producer:
         """
         if self._state != _RUNNING:
             raise self._closed_error()
-        batch = records if isinstance(records, Sequence) else list(records)
+        try:
+            batch = records if isinstance(records, Sequence) else list(records)
+        except TypeError:
+            raise InvalidRecordError(
+                f"send_many takes an iterable of ProducerRecords, got {type(records).__name__}"
+            ) from None
         appender = self._appender
         bulk: BulkDeliveries = speedups.BulkDeliveries() if speedups is not None else BulkDeliveries()
         index = 0
