@@ -522,15 +522,18 @@ class KafkaCluster:
         *,
         replication_factor: int = -1,
         config: Mapping[str, str] | None = None,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
         timeout_s: float = 30.0,
     ) -> str:
-        """Create `topic` (replication -1: the cluster's default) with topic `config`; wait for its leaders."""
+        """Create `topic` (replication -1: the cluster's default) with topic `config`, or with each partition's
+        replicas given (preferred leader first); wait until its leaders take writes."""
         kafka_admin.create_topic(
             self._live_bootstrap(),
             topic,
             partitions,
             replication_factor=replication_factor,
             config=config,
+            replica_assignment=replica_assignment,
             timeout_s=timeout_s,
         )
         return topic
