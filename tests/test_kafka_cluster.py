@@ -239,7 +239,7 @@ def test_a_paused_node_answers_nothing_until_resumed(kafka_cluster: KafkaCluster
     try:
         with socket.create_connection((host, int(port)), timeout=5) as connection:
             # ApiVersions v0: size, api key 18, version 0, correlation id 7, no client id.
-            connection.sendall(bytes.fromhex("0000000a" "0012" "0000" "00000007" "ffff"))
+            connection.sendall(bytes.fromhex("0000000a0012000000000007ffff"))
             connection.settimeout(1.0)
             with pytest.raises(TimeoutError):
                 connection.recv(4)

@@ -59,9 +59,10 @@ async def test_partitions_added_by_create_partitions_are_used_after_the_next_ref
             assert loop.time() - began < 10, "the producer never saw the new partitions"
             await asyncio.sleep(0.05)
         results += await producer.send_many(second)
-    assert all(isinstance(r, RecordMetadata) for r in results), [r for r in results if not isinstance(r, RecordMetadata)]
+    failed = [r for r in results if not isinstance(r, RecordMetadata)]
+    assert failed == [], failed[:3]
     stored = await read_back_async(kafka_cluster.bootstrap_servers, topic)
-    phase = {r.value: (before if r in first else after) for r in [*first, *second]}
+    phase = {**{r.value: before for r in first}, **{r.value: after for r in second}}
     for record in stored:
         if record.key is not None:
             assert record.partition == partition_for_key(record.key, phase[record.value]), record
@@ -112,7 +113,9 @@ async def test_batches_over_the_topics_limit_are_split_until_they_fit(kafka_clus
 
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("broker_codec", ["producer", "uncompressed"])
-async def test_every_codec_is_decoded_by_kafka_itself(kafka_cluster: KafkaCluster, codec: str, broker_codec: str) -> None:
+async def test_every_codec_is_decoded_by_kafka_itself(
+    kafka_cluster: KafkaCluster, codec: str, broker_codec: str
+) -> None:
     """With the topic's compression.type other than `producer`, Kafka decompresses each batch we send and writes it
     again in its own codec: a framing mistake would come back as CORRUPT_MESSAGE, not pass unnoticed."""
     topic = await create(kafka_cluster, f"codec-{codec}-{broker_codec}", 2, **{"compression.type": broker_codec})
