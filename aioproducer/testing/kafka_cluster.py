@@ -86,6 +86,14 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _first_error(output: str) -> str:
+    # The tail of a failed start is mostly a Java stack trace; the reason is in its first error or exception line.
+    for line in output.splitlines():
+        if " ERROR " in line or ("Exception" in line and not line.startswith("\t")):
+            return line.strip()
+    return "(no error line in its log)"
+
+
 def _confluent_admin() -> Any:
     try:
         import confluent_kafka.admin
@@ -400,8 +408,8 @@ class KafkaCluster:
                 output = self._output_since_start(node)
                 error = _PortTakenError if _PORT_TAKEN in output else KafkaSetupError
                 raise error(
-                    f"Kafka node {node.layout.node_id} exited with {node.process.returncode} while starting; "
-                    f"its log:\n{node.process.log_tail()}"
+                    f"Kafka node {node.layout.node_id} exited with {node.process.returncode} while starting: "
+                    f"{_first_error(output)}\nits log:\n{node.process.log_tail()}"
                 )
             if marker in self._output_since_start(node) and _accepts(self.host, port):
                 return
