@@ -1,4 +1,4 @@
-"""Real peers as judges: the session's broker (Tansu, or AIOPRODUCER_BOOTSTRAP) and librdkafka's mock cluster
+"""Real peers as judges: the session's broker (real Kafka, or AIOPRODUCER_BOOTSTRAP) and librdkafka's mock cluster
 decode every request version we send, and we decode every reply they give, over plain blocking sockets."""
 
 from __future__ import annotations
