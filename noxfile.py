@@ -32,7 +32,7 @@ def tests(session: nox.Session) -> None:
     core suites on Kafka 3.9."""
     ensure_java_and_maven(session)
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", *(session.posargs or ["--durations=25"]))
     if session.posargs:
         return
     # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get). The Spark
@@ -40,6 +40,7 @@ def tests(session: nox.Session) -> None:
     # exercise no compiled code: those run only above.
     session.run(
         "pytest",
+        "--durations=10",
         "--ignore=tests/test_spark.py",
         "--ignore=tests/test_speedups.py",
         "--ignore=tests/test_kafka_cluster.py",
