@@ -34,6 +34,9 @@ _MESSAGE_TOO_LARGE = 10
 _DUPLICATE_SEQUENCE_NUMBER = 46
 _OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 _UNKNOWN_PRODUCER_ID = 59
+# Answers that leave a write in the leader's log without saying so: the Produce purgatory expired before the
+# followers caught up (7), or the ISR shrank below min.insync.replicas after the append (20).
+_MAYBE_WRITTEN_CODES = frozenset({7, 20})
 
 
 class Sender:
@@ -280,6 +283,8 @@ class Sender:
                 self._on_partition_error(batch, code, part, now)
 
     def _on_partition_error(self, batch: ProducerBatch, code: int, part: dict[str, Any], now: int) -> None:
+        if code in _MAYBE_WRITTEN_CODES:
+            batch.maybe_written = True
         message = part.get("error_message") or None
         error = kafka_error(code, f"{batch.topic}-{batch.partition}: {message}" if message else None)
         leader = part.get("current_leader")
@@ -316,9 +321,12 @@ class Sender:
             self._acc.reenqueue(batch, now + self._retry_backoff_ms(batch.attempts))
             return
         if expired and retriable:
+            unknown = (
+                "; their outcome is unknown (an earlier attempt may have been written)" if batch.maybe_written else ""
+            )
             error = DeliveryTimeoutError(
                 f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} not acknowledged within "
-                f"delivery_timeout_ms={self._config.delivery_timeout_ms}; last error: {error}"
+                f"delivery_timeout_ms={self._config.delivery_timeout_ms}{unknown}; last error: {error}"
             )
         self._settle_failure(batch, error)
 
