@@ -167,6 +167,8 @@ class MetadataState:
         self._last_used_ms[topic] = now_ms
 
     def touch(self, topic: str, now_ms: int) -> None:
+        """The topic is in use at `now_ms` (the appender calls this once per new batch, Java's ProducerMetadata.add
+        once per send): it stays in refreshes until unused for `metadata_max_idle_ms`."""
         self._last_used_ms[topic] = now_ms
 
     def request_update(self) -> None:

@@ -177,3 +177,20 @@ def test_demo_produces_reads_back_and_reports(bootstrap: str, capsys: pytest.Cap
     out = capsys.readouterr().out
     assert "delivered 3,000 records, failed 0" in out
     assert "read back 3,000 records" in out and "OK: every record" in out
+
+
+def test_demo_starts_real_kafka_with_broker_kafka(capsys: pytest.CaptureFixture[str]) -> None:
+    """`nox -s demo -- --broker kafka`: the demo starts a real Apache Kafka node of its own, and stops it."""
+    demo = load("demo")
+    assert demo.main(["--broker", "kafka", "--records", "3000", "--compression", "lz4", "--partitions", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "started Apache Kafka 4.1.1 at 127.0.0.1:" in out
+    assert "delivered 3,000 records, failed 0" in out
+    assert "read back 3,000 records" in out and "OK: every record" in out
+
+
+def test_demo_refuses_a_broker_kind_beside_bootstrap(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        load("demo").main(["--bootstrap", "127.0.0.1:9", "--broker", "kafka"])
+    assert exited.value.code == 2
+    assert "leave it out with --bootstrap" in capsys.readouterr().err
