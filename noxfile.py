@@ -79,8 +79,11 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Side-by-side benchmark against aiokafka, confluent-kafka (AIOProducer, Producer) and kafka-python on an
-    embedded broker; writes tests/benchmarks/results/. `-- --quick` is a ~2-minute smoke run, the full run ~15."""
+    """Side-by-side benchmark against aiokafka, confluent-kafka (AIOProducer, Producer), kafka-python and the Java
+    producer (kafka-clients, compiled here: needs a JDK), on Tansu and on real Apache Kafka; writes
+    tests/benchmarks/results/. `-- --quick` is a ~3-minute smoke run, the full run ~30; `-- --brokers tansu`
+    skips real Kafka."""
+    ensure_java_and_maven(session, jdk=True)
     session.install("-e", ".[snappy,testing]", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib")
     session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
 
@@ -92,10 +95,12 @@ def profile(session: nox.Session) -> None:
     session.run("python", "-m", "tests.benchmarks.profile_hot_path", *session.posargs)
 
 
-def ensure_java_and_maven(session: nox.Session) -> None:
+def ensure_java_and_maven(session: nox.Session, *, jdk: bool = False) -> None:
     """Real Kafka and Spark need a Java runtime (17 or 21), and Maven fetches Kafka's jars: install Debian's
-    packages for whichever is missing, when we may."""
+    packages for whichever is missing, when we may. `jdk`: also javac (the benchmark compiles its Java peer)."""
     packages = {"java": "openjdk-17-jre-headless", "mvn": "maven"}
+    if jdk:
+        packages["javac"] = "openjdk-17-jdk-headless"
     missing = [package for tool, package in packages.items() if not shutil.which(tool)]
     if not missing:
         return
