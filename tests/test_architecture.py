@@ -11,7 +11,17 @@ import pytest
 import aioproducer
 
 PACKAGE = Path(aioproducer.__file__).parent
-PURE = ["protocol", "records", "compression", "partitioner", "metadata", "accumulator", "idempotence", "validation"]
+PURE = [
+    "protocol",
+    "records",
+    "compression",
+    "partitioner",
+    "metadata",
+    "node_states",
+    "accumulator",
+    "idempotence",
+    "validation",
+]
 IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 # Each layer may import only from the layers listed after it (and from errors / kafka_errors, below everything).
 LAYERS = [
@@ -24,7 +34,7 @@ LAYERS = [
     ["security"],
     ["accumulator"],
     ["delivery"],
-    ["metadata", "idempotence", "partitioner", "validation", "models"],
+    ["metadata", "node_states", "idempotence", "partitioner", "validation", "models"],
     ["records"],
     ["compression"],
     ["protocol"],
