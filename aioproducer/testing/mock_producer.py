@@ -35,7 +35,7 @@ from aioproducer.metadata import PartitionInfo, TopicInfo
 from aioproducer.models import Header, ProducerRecord, RecordMetadata
 from aioproducer.producer import _resolve_partitioner
 from aioproducer.records.layout import BATCH_HEADER_SIZE
-from aioproducer.serializers import resolve_serializer
+from aioproducer.serializers import RecordSerializer, resolve_serializer
 from aioproducer.validation import check_topic
 
 __all__ = ["MockProducer", "SentRecord"]
@@ -123,6 +123,9 @@ class _Cluster:
     def cluster(self) -> _Cluster:
         return self
 
+    def touch(self, topic: str, now_ms: int) -> None:
+        """The appender marks topics in use (for metadata refreshes): the mock has nothing to refresh."""
+
     def add(self, topic: str, partitions: int) -> TopicInfo:
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
             raise ConfigError(f"topic {topic!r} needs a positive number of partitions, got {partitions!r}")
@@ -192,6 +195,7 @@ class MockProducer:
             clock_ms=_no_clock,
             wake_sender=_nothing,
         )
+        self._record_serializer = RecordSerializer.for_settings(cfg.key_serializer, cfg.value_serializer)
         self._history: list[ProducerRecord] = []
         self._pending: deque[_Pending] = deque()
         self._logs: dict[tuple[str, int], list[SentRecord]] = {}
@@ -278,16 +282,30 @@ class MockProducer:
         self._check_running()
         if self.send_error is not None:
             raise self.send_error
+        given = ProducerRecord(topic, value, key, headers, partition, timestamp_ms)
+        serializer = self._record_serializer
+        if serializer is not None:  # as the Producer: context-aware and async serializers first
+            if serializer.is_async:
+                key, value, headers = await serializer.apply_async(topic, key, value, headers)
+                self._check_running()
+            else:
+                key, value, headers = serializer.apply(topic, key, value, headers)
         delivery = self._appender.append_now(topic, value, key, headers, partition, timestamp_ms)
         if type(delivery) is tuple:
             delivery = self._place(topic, delivery, partition)
-        self._history.append(ProducerRecord(topic, value, key, headers, partition, timestamp_ms))
+        self._history.append(given)
         return delivery  # type: ignore[return-value]
 
     async def send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
         """One result per record, in order: its RecordMetadata, or the exception it failed with."""
         self._check_running()
-        batch = records if isinstance(records, Sequence) else list(records)
+        given = records if isinstance(records, Sequence) else list(records)
+        batch: Sequence[Any] = given
+        refused: dict[int, AioProducerError] = {}
+        if self._record_serializer is not None:
+            batch, refused = await self._record_serializer.apply_many(given)
+        # Where each record of `batch` stands in what was given (refused records are not in `batch`).
+        positions = [n for n in range(len(given)) if n not in refused]
         bulk = BulkDeliveries()
         index = 0
         now_ms = int(time.time() * 1000)
@@ -305,17 +323,18 @@ class MockProducer:
                         bulk.set_last(self._place(topic, prepared, partition))
                     except AioProducerError as exc:
                         bulk.set_last(exc)
-            self._remember(batch, start, index, bulk)
+            self._remember(given, positions, start, index, bulk)
         for outcome in bulk.outcomes():
             await outcome.wait()
-        return bulk.results(resolve)
+        results: list[RecordMetadata | BaseException] = bulk.results(resolve)
+        return RecordSerializer.merge(results, refused)
 
-    def _remember(self, batch: Sequence[Any], start: int, end: int, bulk: BulkDeliveries) -> None:
+    def _remember(self, given: Sequence[Any], positions: list[int], start: int, end: int, bulk: BulkDeliveries) -> None:
         # Which records the appender accepted (a Delivery) rather than refused (an error) at the call.
         accepted = bulk._items
         for position in range(start, end):
             if isinstance(accepted[position], Delivery):
-                record = batch[position]
+                record = given[positions[position]]
                 self._history.append(record if isinstance(record, ProducerRecord) else ProducerRecord(*record))
 
     def _place(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
