@@ -17,13 +17,12 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any
 
 from aioproducer.appender import RECORD_MEMORY_OVERHEAD, Appender, Prepared
 from aioproducer.config import ProducerConfig
-from aioproducer.delivery import BatchOutcome, BulkDeliveries, Delivery, resolve
+from aioproducer.delivery import BulkDeliveries, Delivery, resolve
 from aioproducer.errors import (
     AioProducerError,
     ConfigError,
@@ -31,109 +30,18 @@ from aioproducer.errors import (
     MetadataTimeoutError,
     ProducerClosedError,
 )
-from aioproducer.metadata import PartitionInfo, TopicInfo
-from aioproducer.models import Header, ProducerRecord, RecordMetadata
+from aioproducer.metadata import TopicInfo
+from aioproducer.models import ProducerRecord, RecordMetadata
 from aioproducer.producer import _resolve_partitioner
 from aioproducer.records.layout import BATCH_HEADER_SIZE
 from aioproducer.serializers import RecordSerializer, resolve_serializer
+from aioproducer.testing.mock_parts import InjectedError, MockAccumulator, MockTopics, PendingRecord, SentRecord
 from aioproducer.validation import check_topic
 
 __all__ = ["MockProducer", "SentRecord"]
 
 _NEW, _RUNNING, _CLOSED = "new", "running", "closed"
-_MOCK_BROKER = 0
 _DEFAULT_BOOTSTRAP = "mock:9092"
-
-
-class SentRecord(NamedTuple):
-    """A record written to the mock's log: where it landed, and its bytes as the serializers made them."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...]
-
-
-@dataclass
-class _Pending:
-    """A record accepted by the appender and not completed yet: its outcome settles its Delivery."""
-
-    outcome: BatchOutcome
-    topic: str
-    partition: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...]
-
-
-@dataclass
-class _InjectedError:
-    error: BaseException
-    remaining: int | None  # None: every record from now on
-    topic: str | None
-
-
-class _MockBatch:
-    """What the appender reads of the batch it appended to: each mock record is a batch of its own."""
-
-    __slots__ = ("outcome",)
-
-    def __init__(self, outcome: BatchOutcome) -> None:
-        self.outcome = outcome
-
-
-class _MockAccumulator:
-    """The accumulator as the appender sees it: unlimited memory; every append becomes one pending record."""
-
-    memory_waiters = 0
-
-    def __init__(self, producer: MockProducer) -> None:
-        self._producer = producer
-
-    def has_room(self, size: int) -> bool:
-        return True
-
-    def append(
-        self,
-        tp: tuple[str, int],
-        timestamp_ms: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: tuple[Header, ...],
-        size: int,
-        clock_ms: Any,
-    ) -> tuple[_MockBatch, int, bool]:
-        topic, partition = tp
-        outcome = BatchOutcome(topic, partition, asyncio.get_running_loop())
-        self._producer._accept(_Pending(outcome, topic, partition, timestamp_ms, key, value, headers))
-        return _MockBatch(outcome), 0, False
-
-
-class _Cluster:
-    """The topics the mock knows, as the appender reads them (`cluster_state.cluster.topics`)."""
-
-    def __init__(self) -> None:
-        self.topics: dict[str, TopicInfo] = {}
-
-    @property
-    def cluster(self) -> _Cluster:
-        return self
-
-    def touch(self, topic: str, now_ms: int) -> None:
-        """The appender marks topics in use (for metadata refreshes): the mock has nothing to refresh."""
-
-    def add(self, topic: str, partitions: int) -> TopicInfo:
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-            raise ConfigError(f"topic {topic!r} needs a positive number of partitions, got {partitions!r}")
-        check_topic(topic)
-        layout = tuple(PartitionInfo(p, _MOCK_BROKER) for p in range(partitions))
-        info = TopicInfo(topic, layout, tuple(range(partitions)))
-        self.topics[topic] = info
-        return info
 
 
 class MockProducer:
@@ -175,11 +83,11 @@ class MockProducer:
         self.latency_ms = latency_ms
         self.send_error: BaseException | None = None
         self._state = _NEW
-        self._cluster = _Cluster()
+        self._cluster = MockTopics()
         for topic, count in (topics or {}).items():
             self._cluster.add(topic, count)
         self._appender = Appender(
-            accumulator=_MockAccumulator(self),  # type: ignore[arg-type]  # the part of it the appender uses
+            accumulator=MockAccumulator(self._accept),  # type: ignore[arg-type]  # the part of it the appender uses
             cluster_state=self._cluster,  # type: ignore[arg-type]
             partitioner=_resolve_partitioner(cfg),
             key_serializer=resolve_serializer(cfg.key_serializer, role="key"),
@@ -197,9 +105,9 @@ class MockProducer:
         )
         self._record_serializer = RecordSerializer.for_settings(cfg.key_serializer, cfg.value_serializer)
         self._history: list[ProducerRecord] = []
-        self._pending: deque[_Pending] = deque()
+        self._pending: deque[PendingRecord] = deque()
         self._logs: dict[tuple[str, int], list[SentRecord]] = {}
-        self._injected: list[_InjectedError] = []
+        self._injected: list[InjectedError] = []
         self._timers: set[asyncio.TimerHandle] = set()
         self.flushed = False  # set by flush(); clear() resets it
 
@@ -351,7 +259,7 @@ class MockProducer:
             )
         return self._cluster.add(topic, self.default_partitions)
 
-    def _accept(self, record: _Pending) -> None:
+    def _accept(self, record: PendingRecord) -> None:
         """A record the appender placed: complete it now, later, or when the test says."""
         if not self.auto_complete:
             self._pending.append(record)
@@ -396,16 +304,16 @@ class MockProducer:
         of them until `clear()`."""
         if count is not None and count < 1:
             raise ConfigError(f"count must be a positive int or None, got {count!r}")
-        self._injected.append(_InjectedError(error, count, topic))
+        self._injected.append(InjectedError(error, count, topic))
 
-    def _complete_pending(self, record: _Pending, error: BaseException | None) -> None:
+    def _complete_pending(self, record: PendingRecord, error: BaseException | None) -> None:
         try:
             self._pending.remove(record)
         except ValueError:  # completed by the test meanwhile
             return
         self._complete(record, error)
 
-    def _complete(self, record: _Pending, error: BaseException | None) -> None:
+    def _complete(self, record: PendingRecord, error: BaseException | None) -> None:
         if error is None:
             error = self._injected_error(record.topic)
         if error is not None:
@@ -424,7 +332,7 @@ class MockProducer:
                 return injected.error
         return None
 
-    def _write(self, record: _Pending) -> int:
+    def _write(self, record: PendingRecord) -> int:
         """Append to the partition's log; returns the record's offset."""
         log = self._logs.setdefault((record.topic, record.partition), [])
         offset = len(log)
