@@ -98,7 +98,11 @@ class Producer:
             self.config,
             self._accumulator,
             self._cluster,
-            IdempotenceState(self.config.idempotence),
+            IdempotenceState(
+                self.config.idempotence,
+                retries=self.config.retries,
+                delivery_timeout_ms=self.config.delivery_timeout_ms,
+            ),
             self.config.acks,
         )
         self._sender.on_batch_done = self._memory_waiters.notify
