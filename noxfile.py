@@ -36,14 +36,15 @@ def tests(session: nox.Session) -> None:
     if session.posargs:
         return
     # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get). The Spark
-    # tests and the twin comparisons need the compiled parts; the fixture's own tests and the multi-node failover
-    # exercise no compiled code: those run only above.
+    # tests and the twin comparisons need the compiled parts; the fixture's own tests, the multi-node failover and
+    # the fresh-project test exercise no compiled code: those run only above.
     session.run(
         "pytest",
         "--durations=10",
         "--ignore=tests/test_spark.py",
         "--ignore=tests/test_speedups.py",
         "--ignore=tests/test_speedups_hostile.py",
+        "--ignore=tests/test_fresh_project.py",  # it installs a pure-Python wheel itself
         "--ignore=tests/test_kafka_cluster.py",
         "--ignore=tests/test_kafka_failover.py",
         env={"AIOPRODUCER_NO_EXTENSIONS": "1"},

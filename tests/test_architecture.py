@@ -26,7 +26,7 @@ IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 # Each layer may import only from the layers listed after it (and from errors / kafka_errors, below everything).
 LAYERS = [
     ["__main__"],
-    ["cli", "spark", "testing"],
+    ["cli", "spark", "testing", "schema_registry"],
     ["producer"],
     ["appender", "sender"],
     ["cluster"],

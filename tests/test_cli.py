@@ -421,3 +421,15 @@ def test_check_unknown_topic_when_the_client_asks_not_to_create_it(tansu_bootstr
     )
     assert done.returncode == 1
     assert "does not exist, and this client asks not to create it" in done.stdout
+
+
+def test_without_the_cli_extra_the_command_says_what_to_install() -> None:
+    code = "import sys; sys.modules['rich'] = None; from aioproducer.cli import main; sys.exit(main(['--version']))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "pip install 'aioproducer[cli]'" in done.stderr
+
+
+def test_help_lists_the_commands() -> None:
+    done = cli("--help")
+    assert done.returncode == 0 and all(name in done.stdout for name in ("produce", "perf-test", "check"))
+    assert cli("perf-test", "--topic", "t").returncode == 2  # --num-records is required: argparse's usage error
