@@ -42,11 +42,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fault_helpers import close_writer, correlation_id_of, frame, read_frame, without_resends  # noqa: E402
+from fault_helpers import close_writer, correlation_id_of, frame, read_frame, without_resends
 
-from aioproducer import Producer, RecordMetadata  # noqa: E402
-from aioproducer.protocol import ApiKey, decode_request_header, decode_response, encode_response  # noqa: E402
-from aioproducer.testing import ConsumedRecord, KafkaCluster, MockCluster, read_back  # noqa: E402
+from aioproducer import Producer, RecordMetadata
+from aioproducer.protocol import ApiKey, decode_request_header, decode_response, encode_response
+from aioproducer.testing import ConsumedRecord, KafkaCluster, MockCluster, read_back
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 DELIVERY_TIMEOUT_MS = 120_000  # far longer than any fault: nothing may fail
@@ -91,12 +91,17 @@ class ProducerPlan:
 
 
 def plan_producers(rng: random.Random, count: int, topics: Sequence[str]) -> list[ProducerPlan]:
-    """`count` producers: keyed and keyless alternate, in-flight 5 for the first pair, 1 for the next; codecs by seed."""
+    """`count` producers: keyed and keyless alternate, in-flight 5 for the first pair, 1 for the next pair."""
     codecs = list(COMPRESSIONS)
     rng.shuffle(codecs)
     return [
-        ProducerPlan(i, keyed=i % 2 == 0, compression=codecs[i % len(codecs)], in_flight=(5, 1)[(i // 2) % 2],
-                     topics=tuple(topics))
+        ProducerPlan(
+            i,
+            keyed=i % 2 == 0,
+            compression=codecs[i % len(codecs)],
+            in_flight=(5, 1)[(i // 2) % 2],
+            topics=tuple(topics),
+        )
         for i in range(count)
     ]
 
@@ -204,15 +209,18 @@ class Outcome:
     @property
     def clean(self) -> bool:
         return not (
-            self.lost or self.duplicated or self.reordered or self.misplaced or self.unforced_failures or self.unresolved
+            self.lost
+            or self.duplicated
+            or self.reordered
+            or self.misplaced
+            or self.unforced_failures
+            or self.unresolved
             or self.late
         )
 
     def row(self) -> str:
         faults = ",".join(f"{k}={v}" for k, v in sorted(self.faults.items())) or "-"
-        failed = ",".join(
-            f"{k}={v}{' (forced)' if v <= self.forced[k] else ''}" for k, v in self.failed.items()
-        ) or "0"
+        failed = ",".join(f"{k}={v}{' (forced)' if v <= self.forced[k] else ''}" for k, v in self.failed.items()) or "0"
         return (
             f"| {self.target} | {self.seed} | {faults} | {self.sent} | {self.acknowledged} | {self.lost} | "
             f"{self.duplicated} | {self.reordered} | {self.misplaced} | {failed} | {self.unresolved} | {self.late} |"
@@ -286,10 +294,14 @@ def judge(outcome: Outcome, plans: Sequence[ProducerPlan], stored: dict[str, lis
     for value, (topic, metadata) in acked.items():
         if counts[value] == 0:
             outcome.lost += 1
-            outcome.examples.append(f"lost: {value[:24]!r} acknowledged at {topic}[{metadata.partition}]@{metadata.offset}")
+            outcome.examples.append(
+                f"lost: {value[:24]!r} acknowledged at {topic}[{metadata.partition}]@{metadata.offset}"
+            )
         elif not mock and where.get((topic, metadata.partition, metadata.offset)) != value:
             outcome.misplaced += 1
-            outcome.examples.append(f"bad offset: {value[:24]!r} acknowledged at {metadata.partition}@{metadata.offset}")
+            outcome.examples.append(
+                f"bad offset: {value[:24]!r} acknowledged at {metadata.partition}@{metadata.offset}"
+            )
     for value, n in counts.items():
         if n > 1:
             outcome.duplicated += n - 1
@@ -330,7 +342,9 @@ class AckCutter:
         for writer in list(self._writers):
             await close_writer(writer)
 
-    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter, host: str, port: int) -> None:
+    async def _serve(
+        self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter, host: str, port: int
+    ) -> None:
         try:
             upstream_r, upstream_w = await asyncio.open_connection(host, port)
         except OSError:  # the broker is down: so is its proxy
@@ -396,8 +410,14 @@ class KafkaFaults:
     """Random faults on a 3-node cluster, one at a time, each healed before the next."""
 
     KINDS = (
-        "kill-leader", "pause-leader", "shutdown-leader", "kill-controller", "pause-controller",
-        "restart-controller", "lost-ack", "lost-ack",
+        "kill-leader",
+        "pause-leader",
+        "shutdown-leader",
+        "kill-controller",
+        "pause-controller",
+        "restart-controller",
+        "lost-ack",
+        "lost-ack",
     )
 
     def __init__(self, cluster: KafkaCluster, cutter: AckCutter, rng: random.Random, topics: Sequence[str]) -> None:
@@ -451,8 +471,9 @@ class KafkaFaults:
             await asyncio.to_thread(cluster.start_node, node)
 
 
-async def kafka_seed(cluster: KafkaCluster, seed: int, duration_s: float, producers: int = 4,
-                     rate: float = 150.0) -> Outcome:
+async def kafka_seed(
+    cluster: KafkaCluster, seed: int, duration_s: float, producers: int = 4, rate: float = 150.0
+) -> Outcome:
     """One seed of the campaign on `cluster` (3 nodes, all running); leaves every node running."""
     rng = random.Random(seed)
     began = time.monotonic()
@@ -485,8 +506,14 @@ async def kafka_seed(cluster: KafkaCluster, seed: int, duration_s: float, produc
 
 
 async def _kafka_run(
-    cluster: KafkaCluster, plans: Sequence[ProducerPlan], cutter: AckCutter, faults: KafkaFaults, main_topic: str,
-    seed: int, rate: float, duration_s: float
+    cluster: KafkaCluster,
+    plans: Sequence[ProducerPlan],
+    cutter: AckCutter,
+    faults: KafkaFaults,
+    main_topic: str,
+    seed: int,
+    rate: float,
+    duration_s: float,
 ) -> None:
     try:
         bootstrap = ",".join([await cutter.front(cluster.bootstrap(nodes=[n])) for n in cluster.node_ids])
@@ -546,8 +573,14 @@ async def mock_seed(seed: int, duration_s: float, producers: int = 4, rate: floa
                     await asyncio.to_thread(cluster.set_broker_rtt, broker, 0)
                 elif kind == "errors":
                     codes = [
-                        rng.choice((NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS,
-                                    OUT_OF_ORDER_SEQUENCE_NUMBER))
+                        rng.choice(
+                            (
+                                NOT_LEADER_OR_FOLLOWER,
+                                REQUEST_TIMED_OUT,
+                                NOT_ENOUGH_REPLICAS,
+                                OUT_OF_ORDER_SEQUENCE_NUMBER,
+                            )
+                        )
                         for _ in range(rng.randint(1, 4))
                     ]
                     await asyncio.to_thread(cluster.push_request_errors, PRODUCE, *codes)
@@ -606,4 +639,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     with contextlib.suppress(KeyboardInterrupt):
         sys.exit(main())
-
