@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 
 import pytest
-from chaos_campaign import kafka_seed, mock_seed
+from chaos_campaign import DELIVERY_TIMEOUT_MS, Outcome, ProducerPlan, judge, kafka_seed, mock_seed
 from fault_helpers import running_producer
 
-from aioproducer.testing import KafkaCluster, MockCluster
+from aioproducer import RecordMetadata
+from aioproducer.errors import DeliveryTimeoutError
+from aioproducer.testing import ConsumedRecord, KafkaCluster, MockCluster
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -49,3 +52,30 @@ async def test_the_producer_idles_while_every_broker_is_down(mock_cluster: MockC
         used, elapsed = time.process_time() - started_cpu, time.monotonic() - started
         assert not any(f.done() for f in waiting)
     assert used < 0.05 * elapsed, f"{used:.2f} s of CPU in {elapsed:.2f} s while every broker was down"
+
+
+async def test_the_campaign_judge_counts_each_kind_of_damage() -> None:
+    plan = ProducerPlan(0, keyed=True, compression="none", in_flight=5, topics=("t",))
+    loop = asyncio.get_running_loop()
+    values = [b"p0|k1|s%d|pad" % i for i in range(5)]
+    for offset, value in enumerate(values):
+        future: asyncio.Future[RecordMetadata] = loop.create_future()
+        future.set_result(RecordMetadata("t", 0, offset, 0, 5, len(value)))
+        plan.sent.append(("t", value, b"key-1"))
+        plan.futures.append(future)
+        plan.appended_at.append(0.0)
+        plan.done_at[offset] = 0.5
+    refused: asyncio.Future[RecordMetadata] = loop.create_future()
+    refused.set_exception(DeliveryTimeoutError("expired"))
+    plan.sent.append(("t", b"p0|k1|s5|pad", b"key-1"))
+    plan.futures.append(refused)
+    plan.appended_at.append(0.0)
+    plan.done_at[5] = DELIVERY_TIMEOUT_MS / 1000 + 2  # late, too
+    # Stored: s0, s2, s1 (reordered, and s1/s2 away from their acknowledged offsets), s2 again; s3 and s4 lost.
+    stored = [values[0], values[2], values[1], values[2]]
+    records = [ConsumedRecord("t", 0, offset, b"key-1", value, (), 0, 0) for offset, value in enumerate(stored)]
+    outcome = Outcome("kafka", 0, [], Counter())
+    judge(outcome, [plan], {"t": records}, mock=False)
+    assert (outcome.sent, outcome.acknowledged, outcome.lost, outcome.duplicated) == (6, 5, 2, 1)
+    assert (outcome.reordered, outcome.misplaced, outcome.late) == (1, 2, 1)
+    assert outcome.failed == Counter({"DeliveryTimeoutError": 1}) and not outcome.clean
