@@ -8,18 +8,28 @@ from pathlib import Path
 import aioproducer
 
 PACKAGE = Path(aioproducer.__file__).parent
-PURE = ["protocol", "records", "compression", "partitioner", "metadata", "accumulator", "idempotence", "validation"]
+PURE = [
+    "protocol",
+    "records",
+    "compression",
+    "partitioner",
+    "metadata",
+    "accumulator",
+    "idempotence",
+    "validation",
+    "metrics",
+]
 IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 # Each layer may import only from the layers listed after it (and from errors / kafka_errors, below everything).
 LAYERS = [
-    ["spark", "testing"],
+    ["spark", "testing", "contrib"],
     ["producer"],
-    ["appender", "sender"],
+    ["appender", "sender", "health"],
     ["cluster"],
-    ["connection", "memory"],
+    ["connection", "memory", "observer"],
     ["security"],
     ["accumulator"],
-    ["delivery"],
+    ["delivery", "hooks", "metrics"],
     ["metadata", "idempotence", "partitioner", "validation", "models"],
     ["records"],
     ["compression"],
