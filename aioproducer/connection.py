@@ -96,6 +96,7 @@ class BrokerConnection(asyncio.Protocol):
         self._written: deque[int] = deque()
         self._reauth_timer: asyncio.TimerHandle | None = None
         self._reauth_task: asyncio.Task[None] | None = None
+        self.bytes_sent = self.bytes_received = 0  # on the wire, for the producer's metrics
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
@@ -143,6 +144,7 @@ class BrokerConnection(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]  # a stream transport: create_connection made it
 
     def data_received(self, data: bytes) -> None:
+        self.bytes_received += len(data)
         try:
             frames = self._decoder.feed(data)
         except ProtocolError as exc:
@@ -237,6 +239,7 @@ class BrokerConnection(asyncio.Protocol):
     def _write(self, correlation_id: int, frame: bytes) -> None:
         if correlation_id >= 0:
             self._written.append(correlation_id)
+        self.bytes_sent += len(frame)
         self._transport.write(frame)  # type: ignore[union-attr]  # callers checked the connection is open
 
     async def request(self, api_key: ApiKey, body: Mapping[str, Any], *, version: int | None = None) -> dict[str, Any]:
