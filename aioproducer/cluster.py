@@ -23,6 +23,7 @@ from .errors import (
     TransportError,
 )
 from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
+from .observer import Observer
 from .protocol import ApiKey
 from .security.sasl import SaslCredentials
 from .security.tls import client_context
@@ -63,8 +64,9 @@ class _Backoff:
 class Cluster:
     """Connections to brokers and the producer's view of the cluster."""
 
-    def __init__(self, config: ProducerConfig, wake: Callable[[], None]) -> None:
+    def __init__(self, config: ProducerConfig, wake: Callable[[], None], observer: Observer) -> None:
         self._config = config
+        self.observer = observer
         self._wake = wake
         self._rng = random.Random()
         self.state = MetadataState(
@@ -152,6 +154,7 @@ class Cluster:
             )
             self.state.on_response(ClusterMetadata.from_response(response), topics, monotonic_ms())
             self.last_error = None
+            self.observer.metadata_refreshed()
         except AuthenticationError as exc:
             self._fail_waiters(exc)
         except (TransportError, KafkaError) as exc:
@@ -239,7 +242,7 @@ class Cluster:
         except TransportError as exc:
             backoff.failed(monotonic_ms())
             self.last_error = exc
-            log.debug("connecting to broker %s failed: %s", broker.node_id, exc)
+            self.observer.connect_failed(broker.node_id, exc)
             self.state.request_update()
             raise
         except AuthenticationError as exc:
@@ -273,9 +276,11 @@ class Cluster:
             sasl=SaslCredentials.from_config(self._config),
         )
         conn.on_lost = self._on_connection_lost
+        self.observer.connected(conn)
         return conn
 
     def _on_connection_lost(self, conn: BrokerConnection) -> None:
+        self.observer.disconnected(conn, self._closed)
         if self._connections.get(conn.node_id) is conn:
             del self._connections[conn.node_id]
         if not self._closed:
@@ -298,6 +303,10 @@ class Cluster:
         for node_id in self.state.cluster.brokers:
             self.connection(node_id)
         return None
+
+    def open_connections(self) -> list[BrokerConnection]:
+        """The open connections to brokers (not the bootstrap one)."""
+        return [conn for conn in self._connections.values() if not conn.closed]
 
     def _least_loaded(self) -> BrokerConnection | None:
         """The open broker connection with the fewest requests in flight (Java's leastLoadedNode)."""
