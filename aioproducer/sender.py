@@ -21,6 +21,7 @@ from .connection import BrokerConnection
 from .errors import AioProducerError, DeliveryTimeoutError, TransportError
 from .idempotence import IdempotenceState
 from .kafka_errors import kafka_error
+from .observer import Observer
 from .protocol import ApiKey
 from .records import BatchBuilder
 
@@ -46,12 +47,15 @@ class Sender:
         cluster: Cluster,
         idempotence: IdempotenceState,
         acks: int,
+        observer: Observer,
     ) -> None:
         self._config = config
         self._acc = accumulator
         self._cluster = cluster
         self._idem = idempotence
         self._acks = acks
+        self._observer = observer
+        self.idempotence = idempotence  # read by the producer's metrics
         self._rng = random.Random()
         self._waiter: asyncio.Future[None] | None = None
         self._wakeup_pending = False
@@ -151,6 +155,7 @@ class Sender:
         if error == 0:
             self._bump_refused = False
             self._idem.set_producer_id(response["producer_id"], response["producer_epoch"])
+            self._observer.producer_id_set(response["producer_id"], response["producer_epoch"], bump)
             self._renumber_queued()
         elif kafka_error(error).retriable:
             await asyncio.sleep(self._config.retry_backoff_ms / 1000)
@@ -236,6 +241,7 @@ class Sender:
             for batch in batches:
                 self._retry_or_fail(batch, exc, monotonic_ms())
             return
+        self._observer.produce_sent(conn, batches, future)
         if future is None:
             for batch in batches:
                 self._settle_success(batch, -1, -1)
@@ -294,6 +300,7 @@ class Sender:
             # Too big for this broker's limits: split it and send the halves (Java's splitAndReenqueue).
             if batch.base_sequence >= 0:
                 self._idem.on_dropped(batch.tp, batch.base_sequence)
+            self._observer.batch_split(batch)
             self._acc.split(batch, now)
             return
         if code == _OUT_OF_ORDER_SEQUENCE_NUMBER and not self._idem.is_first_in_flight(batch.tp, batch.base_sequence):
@@ -313,6 +320,7 @@ class Sender:
         retriable = force_retriable or getattr(error, "retriable", False)
         expired = now - batch.created_ms >= self._config.delivery_timeout_ms
         if retriable and not expired and batch.attempts < self._config.retries:
+            self._observer.batch_retried(batch, error)
             self._acc.reenqueue(batch, now + self._retry_backoff_ms(batch.attempts))
             return
         if expired and retriable:
@@ -330,6 +338,7 @@ class Sender:
     def _settle_success(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
         if batch.base_sequence >= 0:
             self._idem.on_success(batch.tp, batch.base_sequence, batch.record_count)
+        self._observer.batch_delivered(batch)
         batch.outcome.succeed(base_offset, log_append_time_ms)
         self._acc.release(batch)
         self.on_batch_done()
@@ -337,6 +346,7 @@ class Sender:
     def _settle_failure(self, batch: ProducerBatch, error: BaseException) -> None:
         if batch.base_sequence >= 0:
             self._idem.on_dropped(batch.tp, batch.base_sequence)
+        self._observer.batch_failed(batch, error)
         batch.outcome.fail(error)
         self._acc.release(batch)
         self.on_batch_done()
