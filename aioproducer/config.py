@@ -22,6 +22,7 @@ from aioproducer.config_values import (
     parse_bool,
     parse_bootstrap,
     parse_choice,
+    parse_interceptors,
     parse_level,
     parse_optional_bool,
     parse_optional_int,
@@ -107,6 +108,8 @@ class ProducerConfig:
     partitioner_ignore_keys: bool = False
     key_serializer: SerializerSpec = None
     value_serializer: SerializerSpec = None
+    # Java's interceptor.classes: hooks given by "module.Class" name, class or object (see aioproducer.hooks).
+    interceptor_classes: tuple[Any, ...] = ()
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     # TLS (SSL, SASL_SSL): a ready context, or PEM files. Java's PEM keystore (key and certificate in one file)
     # maps to ssl_certfile; JKS/PKCS12 stores are not readable by Python's ssl module.
@@ -321,6 +324,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "partitioner": parse_partitioner,
     "key_serializer": parse_serializer,
     "value_serializer": parse_serializer,
+    "interceptor_classes": parse_interceptors,
     "security_protocol": lambda name, value: parse_choice(name, value, _SECURITY_PROTOCOLS, upper=True),
     "transactional_id": parse_transactional_id,
     "ssl_context": _security.parse_ssl_context,
