@@ -58,7 +58,9 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Side-by-side benchmark against aiokafka, confluent-kafka (AIOProducer, Producer) and kafka-python on an
     embedded broker; writes tests/benchmarks/results/. `-- --quick` is a ~2-minute smoke run, the full run ~15."""
-    session.install("-e", ".[snappy,testing]", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib")
+    session.install(
+        "-e", ".[snappy,testing,otel]", "opentelemetry-sdk", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib"
+    )
     session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
 
 
