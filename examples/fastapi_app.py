@@ -2,6 +2,8 @@
 
 KAFKA_BOOTSTRAP=127.0.0.1:9092 uvicorn examples.fastapi_app:app
 curl -X POST localhost:8000/events/clicks -H 'content-type: application/json' -d '{"user": "ada"}'
+curl localhost:8000/ready     # 200 when the producer can deliver, 503 with the reason otherwise
+curl localhost:8000/metrics   # the producer's metrics for Prometheus
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from aioproducer import Producer
+from aioproducer.contrib.prometheus import ProducerCollector
 from aioproducer.errors import AioProducerError, InvalidRecordError
 
 
@@ -24,6 +28,9 @@ def create_app(bootstrap: str | None = None) -> FastAPI:
         servers = bootstrap or os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092")
         async with Producer(servers, value_serializer="json", key_serializer="str") as producer:
             app.state.producer = producer
+            # A registry of the app's own (not the process-wide default), so that two apps never collide.
+            app.state.metrics = CollectorRegistry()
+            app.state.metrics.register(ProducerCollector(producer))
             yield
 
     app = FastAPI(lifespan=lifespan)
@@ -38,6 +45,24 @@ def create_app(bootstrap: str | None = None) -> FastAPI:
         except AioProducerError as exc:
             raise HTTPException(status_code=503, detail=str(exc)) from exc
         return {"topic": md.topic, "partition": md.partition, "offset": md.offset, "event": json.dumps(event)}
+
+    @app.get("/ready")
+    async def ready(request: Request, response: Response) -> dict[str, Any]:
+        health = request.app.state.producer.health()
+        if not health.ready:
+            response.status_code = 503
+        return {
+            "ready": health.ready,
+            "brokers": list(health.connected_brokers),
+            "buffer_used_bytes": health.buffer_used_bytes,
+            "last_error": health.last_error,
+            "last_error_age_s": health.last_error_age_s,
+        }
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        # Collected here, on the event loop the producer runs on: no thread touches its numbers.
+        return Response(generate_latest(request.app.state.metrics), media_type=CONTENT_TYPE_LATEST)
 
     return app
 

@@ -52,8 +52,13 @@ async def test_fastapi_app_publishes_from_a_post_handler(
         async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
             answers = [await client.post(f"/events/{topic}", json={"user": f"u{i}", "n": i}) for i in range(5)]
             bad = await client.post("/events/not a topic", json={"user": "x"})
+            ready = await client.get("/ready")
+            scraped = await client.get("/metrics")
     assert [a.status_code for a in answers] == [200] * 5
     assert bad.status_code == 422 and "invalid topic name" in bad.json()["detail"]
+    assert ready.status_code == 200 and ready.json()["ready"] is True and ready.json()["brokers"]
+    assert 'aioproducer_record_send_total{client_id="aioproducer"} 5.0' in scraped.text
+    assert f'aioproducer_topic_record_send_total{{client_id="aioproducer",topic="{topic}"}} 5.0' in scraped.text
     records = read_back_records(topic)
     assert sorted(json.loads(r.value or b"")["n"] for r in records) == list(range(5))
     assert {r.key for r in records} == {f"u{i}".encode() for i in range(5)}
