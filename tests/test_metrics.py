@@ -169,3 +169,30 @@ async def test_waiting_for_buffer_memory_is_timed_and_exhaustion_counted(mock_cl
         for broker in (1, 2, 3):
             mock_cluster.set_broker_up(broker)
         await asyncio.gather(*deliveries)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "pure"])
+async def test_the_compiled_and_pure_record_paths_count_alike(
+    bootstrap: str, topic_factory: Callable[..., str], compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counting happens per batch in the sender, so the record path in use (compiled or pure) cannot change it."""
+    import aioproducer.producer as producer_module
+
+    if compiled and producer_module.speedups is None:
+        pytest.skip("the compiled extension is not built in this run (pure-Python session)")
+    if not compiled:
+        monkeypatch.setattr(producer_module, "speedups", None)
+    topic = topic_factory(partitions=3)
+    async with Producer(bootstrap, **FAST) as producer:
+        for i in range(40):
+            await producer.enqueue(topic, b"e%d" % i, key=b"%d" % (i % 7))
+        results = await producer.send_many(
+            [ProducerRecord(topic, b"m%d" % i) for i in range(60)] + [ProducerRecord("bad topic!", b"x")]
+        )
+        await producer.flush()
+        snapshot = producer.metrics()
+    assert isinstance(results[-1], Exception)
+    assert snapshot.producer["record-send-total"] == 100
+    assert snapshot.topics[topic]["record-send-total"] == 100
+    assert snapshot.producer["record-error-total"] == 0
+    assert "bad topic!" not in snapshot.topics
