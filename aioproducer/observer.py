@@ -80,7 +80,10 @@ class Observer:
                 continue
             count = closed.record_count
             wire = closed.size_in_bytes
-            uncompressed = max(batch.reserved_bytes - count * self._record_overhead, 0) or wire
+            # Uncompressed size: exact without compression, else estimated from the records' buffered sizes.
+            uncompressed = (
+                wire if not closed.compression else max(batch.reserved_bytes - count * self._record_overhead, wire)
+            )
             records += count
             request_bytes += wire
             metrics.batch_sent(

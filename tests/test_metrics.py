@@ -196,3 +196,4 @@ async def test_the_compiled_and_pure_record_paths_count_alike(
     assert snapshot.topics[topic]["record-send-total"] == 100
     assert snapshot.producer["record-error-total"] == 0
     assert "bad topic!" not in snapshot.topics
+    assert snapshot.producer["compression-rate-avg"] == 1.0  # no compression: exactly 1
