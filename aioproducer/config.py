@@ -54,7 +54,7 @@ _COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Java producer settings aioproducer does not implement: naming one is a missing feature, not a typo.
 _UNSUPPORTED_JAVA = frozenset(
-    "client.dns.lookup send.buffer.bytes receive.buffer.bytes interceptor.classes metric.reporters "  # noqa: SIM905
+    "client.dns.lookup send.buffer.bytes receive.buffer.bytes metric.reporters "  # noqa: SIM905
     "metrics.num.samples metrics.recording.level metrics.sample.window.ms enable.metrics.push "
     "partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms transaction.timeout.ms "
     "transaction.two.phase.commit.enable security.providers metadata.recovery.strategy "
