@@ -132,7 +132,7 @@ class HookChain:
             if callable(getattr(h, "on_send_many_start", None)) or callable(getattr(h, "on_send_many_end", None))
         ]
         self.batch_written_hooks = found["on_batch_written"]
-        self._request = found["on_request"]
+        self.request_hooks = found["on_request"]
         self._throttle = found["on_throttle"]
         self._connect = found["on_connect"]
         self._disconnect = found["on_disconnect"]
@@ -197,8 +197,8 @@ class HookChain:
         self._each(self.batch_written_hooks, event)
 
     def request(self, event: RequestDone) -> None:
-        if self._request:
-            self._each(self._request, event)
+        if self.request_hooks:
+            self._each(self.request_hooks, event)
 
     def throttle(self, node_id: int, throttle_ms: int) -> None:
         if self._throttle:

@@ -20,6 +20,7 @@ __all__ = [
     "HistogramSnapshot",
     "MetricsSnapshot",
     "ProducerMetrics",
+    "Stat",
 ]
 
 # Upper bounds (inclusive) of the histograms' buckets; the last bucket, above the last bound, is implicit (+Inf).
@@ -67,12 +68,32 @@ class HistogramSnapshot:
         return self.sum / self.count if self.count else 0.0
 
 
-class _TopicStats:
-    __slots__ = ("bytes", "compressed", "errors", "records", "retries", "uncompressed")
+class Stat:
+    """Count, sum and maximum only: for values reported as avg/max, which need no buckets (cheaper to keep)."""
+
+    __slots__ = ("count", "max", "sum")
 
     def __init__(self) -> None:
-        self.records = self.bytes = self.retries = self.errors = 0
-        self.compressed = self.uncompressed = 0
+        self.count = 0
+        self.sum = 0.0
+        self.max = 0.0
+
+    def observe(self, value: float) -> None:
+        self.count += 1
+        self.sum += value
+        if value > self.max:
+            self.max = value
+
+    @property
+    def avg(self) -> float:
+        return self.sum / self.count if self.count else 0.0
+
+
+class _TopicStats:
+    __slots__ = ("bytes", "errors", "records", "retries", "uncompressed")
+
+    def __init__(self) -> None:
+        self.records = self.bytes = self.retries = self.errors = self.uncompressed = 0
 
 
 class _NodeStats:
@@ -80,8 +101,8 @@ class _NodeStats:
 
     def __init__(self) -> None:
         self.requests = self.responses = 0
-        self.request_size = Histogram(BATCH_SIZE_BUCKETS)
-        self.latency = Histogram(LATENCY_BUCKETS_MS)
+        self.request_size = Stat()
+        self.latency = Stat()
 
 
 @dataclass(frozen=True)
@@ -127,8 +148,8 @@ class ProducerMetrics:
         self.request_latency = Histogram(LATENCY_BUCKETS_MS)
         self.batch_size = Histogram(BATCH_SIZE_BUCKETS)
         self.delivery_latency = Histogram(LATENCY_BUCKETS_MS)
-        self.throttle = Histogram(LATENCY_BUCKETS_MS)
-        self.records_per_request = Histogram(BATCH_SIZE_BUCKETS)
+        self.throttle = Stat()
+        self.records_per_request = Stat()
         self.batch_split_total = 0
         self.buffer_exhausted_total = 0
         self.bufferpool_wait_time_ns_total = 0
@@ -160,7 +181,6 @@ class ProducerMetrics:
         stats = self._topic(topic)
         stats.records += records
         stats.bytes += wire_bytes
-        stats.compressed += wire_bytes
         stats.uncompressed += uncompressed_bytes
         self.batch_size.observe(wire_bytes)
         if queue_time_ms is not None:
@@ -202,7 +222,7 @@ class ProducerMetrics:
     def snapshot(self, gauges: Gauges) -> MetricsSnapshot:
         topics = self.topics.values()
         sent = sum(t.records for t in topics)
-        compressed = sum(t.compressed for t in topics)
+        compressed = sum(t.bytes for t in topics)
         uncompressed = sum(t.uncompressed for t in topics)
         outgoing = _merge(self.closed_outgoing_bytes, gauges.outgoing_bytes)
         incoming = _merge(self.closed_incoming_bytes, gauges.incoming_bytes)
@@ -215,7 +235,7 @@ class ProducerMetrics:
             "byte-total": sum(t.bytes for t in topics),
             "batch-size-avg": self.batch_size.snapshot().avg,
             "batch-size-max": self.batch_size.max,
-            "records-per-request-avg": self.records_per_request.snapshot().avg,
+            "records-per-request-avg": self.records_per_request.avg,
             "compression-rate-avg": compressed / uncompressed if uncompressed else 1.0,
             "record-queue-time-avg": self.queue_time.snapshot().avg,
             "record-queue-time-max": self.queue_time.max,
@@ -223,7 +243,7 @@ class ProducerMetrics:
             "request-latency-max": self.request_latency.max,
             "delivery-latency-avg": self.delivery_latency.snapshot().avg,
             "delivery-latency-max": self.delivery_latency.max,
-            "produce-throttle-time-avg": self.throttle.snapshot().avg,
+            "produce-throttle-time-avg": self.throttle.avg,
             "produce-throttle-time-max": self.throttle.max,
             "requests-in-flight": gauges.requests_in_flight,
             "request-total": requests,
@@ -252,7 +272,7 @@ class ProducerMetrics:
                     "byte-total": t.bytes,
                     "record-retry-total": t.retries,
                     "record-error-total": t.errors,
-                    "compression-rate": t.compressed / t.uncompressed if t.uncompressed else 1.0,
+                    "compression-rate": t.bytes / t.uncompressed if t.uncompressed else 1.0,
                 }
             )
             for name, t in self.topics.items()
@@ -265,9 +285,9 @@ class ProducerMetrics:
                 {
                     "request-total": n.requests,
                     "response-total": n.responses,
-                    "request-size-avg": n.request_size.snapshot().avg,
+                    "request-size-avg": n.request_size.avg,
                     "request-size-max": n.request_size.max,
-                    "request-latency-avg": n.latency.snapshot().avg,
+                    "request-latency-avg": n.latency.avg,
                     "request-latency-max": n.latency.max,
                     "outgoing-byte-total": outgoing.get(node_id, 0),
                     "incoming-byte-total": incoming.get(node_id, 0),

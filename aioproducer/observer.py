@@ -116,7 +116,8 @@ class Observer:
             if throttle > 0:
                 log.debug("broker %d throttled this producer for %d ms", node_id, throttle)
                 self.hooks.throttle(node_id, throttle)
-        self.hooks.request(RequestDone(node_id, "Produce", request_bytes, latency, error))
+        if self.hooks.request_hooks:  # the event object is built only for someone to read
+            self.hooks.request(RequestDone(node_id, "Produce", request_bytes, latency, error))
 
     def batch_retried(self, batch: ProducerBatch, error: BaseException) -> None:
         self.metrics.batch_retried(batch.topic, batch.record_count)

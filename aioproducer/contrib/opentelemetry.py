@@ -11,10 +11,12 @@ sampler needs is skipped for spans that are not recording.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry import metrics, propagate, trace
+from opentelemetry.metrics import Observation
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .. import __version__
@@ -37,9 +39,15 @@ class OpenTelemetryHook:
     ) -> None:
         self._tracer = trace.get_tracer("aioproducer", __version__, tracer_provider)
         meter = metrics.get_meter("aioproducer", __version__, meter_provider)
-        self._sent = meter.create_counter(
-            "messaging.client.sent.messages", unit="{message}", description="Messages a producer attempted to send."
+        # Counted here per (topic, error type) and read by the SDK at collection time: no SDK call per record.
+        self._sent_counts: dict[tuple[str, str | None], int] = {}
+        meter.create_observable_counter(
+            "messaging.client.sent.messages",
+            callbacks=[self._observe_sent],
+            unit="{message}",
+            description="Messages a producer attempted to send.",
         )
+        self._metric_attributes: dict[tuple[str, str | None], dict[str, Any]] = {}
         self._duration = meter.create_histogram(
             "messaging.client.operation.duration",
             unit="s",
@@ -59,27 +67,27 @@ class OpenTelemetryHook:
         topic = record.topic
         batch = self._batch.get()
         operation = "send" if batch is None else "create"
+        # All attributes known now go in at the start, in one dict (what samplers may read; one call, not five).
+        attributes: dict[str, Any] = {
+            "messaging.system": "kafka",
+            "messaging.operation.name": operation,
+            "messaging.operation.type": operation,
+            "messaging.destination.name": topic,
+        }
+        if record.key is not None:
+            attributes["messaging.kafka.message.key"] = _text(record.key)
+        if record.value is None:
+            attributes["messaging.kafka.message.tombstone"] = True
+        if record.partition is not None:
+            attributes["messaging.destination.partition.id"] = str(record.partition)
+        if self._client_id is not None:
+            attributes["messaging.client.id"] = self._client_id
         span = self._tracer.start_span(
             f"{operation} {topic}",
             context=None if batch is None else trace.set_span_in_context(batch),
             kind=SpanKind.PRODUCER,
-            attributes={
-                "messaging.system": "kafka",
-                "messaging.operation.name": operation,
-                "messaging.operation.type": operation,
-                "messaging.destination.name": topic,
-            },
+            attributes=attributes,
         )
-        if span.is_recording():
-            key = record.key
-            if key is not None:
-                span.set_attribute("messaging.kafka.message.key", _text(key))
-            if record.value is None:
-                span.set_attribute("messaging.kafka.message.tombstone", True)
-            if record.partition is not None:
-                span.set_attribute("messaging.destination.partition.id", str(record.partition))
-            if self._client_id is not None:
-                span.set_attribute("messaging.client.id", self._client_id)
         headers = record.headers or ()
         key_of_span: object = None
         if not any(name == _TRACEPARENT for name, _ in headers):
@@ -106,28 +114,42 @@ class OpenTelemetryHook:
         if entry is None:
             return
         span, started = entry
-        attributes: dict[str, Any] = {
-            "messaging.system": "kafka",
-            "messaging.operation.name": "send",
-            "messaging.destination.name": record.topic,
-        }
-        if error is not None:
-            attributes["error.type"] = type(error).__qualname__
-        self._sent.add(1, attributes)
-        self._duration.record(time.perf_counter() - started, attributes)
+        error_type = None if error is None else type(error).__qualname__
+        group = (record.topic, error_type)
+        self._sent_counts[group] = self._sent_counts.get(group, 0) + 1
+        self._duration.record(time.perf_counter() - started, self._attributes_of(group))
         if span.is_recording():
+            late: dict[str, Any] = {}
             if metadata is not None:
-                span.set_attribute("messaging.destination.partition.id", str(metadata.partition))
+                late["messaging.destination.partition.id"] = str(metadata.partition)
                 if metadata.offset >= 0:
-                    span.set_attribute("messaging.kafka.offset", metadata.offset)
+                    late["messaging.kafka.offset"] = metadata.offset
                 broker = self._brokers.get((metadata.topic, metadata.partition))
                 if broker is not None:
-                    span.set_attribute("server.address", broker[0])
-                    span.set_attribute("server.port", broker[1])
-            if error is not None:
-                span.set_attribute("error.type", attributes["error.type"])
+                    late["server.address"], late["server.port"] = broker
+            if error_type is not None:
+                late["error.type"] = error_type
                 span.set_status(Status(StatusCode.ERROR, str(error)))
+            span.set_attributes(late)
         span.end()
+
+    def _attributes_of(self, group: tuple[str, str | None]) -> dict[str, Any]:
+        """The metrics' attributes for one (topic, error type), built once and reused."""
+        attributes = self._metric_attributes.get(group)
+        if attributes is None:
+            attributes = {
+                "messaging.system": "kafka",
+                "messaging.operation.name": "send",
+                "messaging.destination.name": group[0],
+            }
+            if group[1] is not None:
+                attributes["error.type"] = group[1]
+            self._metric_attributes[group] = attributes
+        return attributes
+
+    def _observe_sent(self, options: Any) -> Iterator[Observation]:
+        for group, count in list(self._sent_counts.items()):
+            yield Observation(count, self._attributes_of(group))
 
     def on_batch_written(self, event: BatchWritten) -> None:
         self._brokers[(event.topic, event.partition)] = (event.host, event.port)
