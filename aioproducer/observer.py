@@ -72,6 +72,7 @@ class Observer:
         """A Produce request carrying `batches` was written to `conn` (a BrokerConnection)."""
         now = self.clock_ms()
         metrics = self.metrics
+        batch_sent = metrics.batch_sent
         records = request_bytes = 0
         written = self.hooks.batch_written_hooks
         for batch in batches:
@@ -86,9 +87,7 @@ class Observer:
             )
             records += count
             request_bytes += wire
-            metrics.batch_sent(
-                batch.topic, count, wire, uncompressed, now - batch.created_ms if batch.attempts == 0 else None
-            )
+            batch_sent(batch.topic, count, wire, uncompressed, now - batch.created_ms if not batch.attempts else None)
             if written:
                 self.hooks.batch_written(
                     BatchWritten(
@@ -105,12 +104,26 @@ class Observer:
                 )
         metrics.request_sent(conn.node_id, records, request_bytes)
         if future is not None:
-            future.add_done_callback(partial(self._produce_done, conn.node_id, request_bytes, now))
+            future.add_done_callback(partial(self._produce_done, conn.node_id, request_bytes, now, batches))
 
-    def _produce_done(self, node_id: int, request_bytes: int, sent_ms: int, future: asyncio.Future[Any]) -> None:
-        latency = self.clock_ms() - sent_ms
+    def _produce_done(
+        self,
+        node_id: int,
+        request_bytes: int,
+        sent_ms: int,
+        batches: Sequence[ProducerBatch],
+        future: asyncio.Future[Any],
+    ) -> None:
+        now = self.clock_ms()
+        latency = now - sent_ms
         error = asyncio.CancelledError() if future.cancelled() else future.exception()
         if error is None:
+            # The sender's callback ran first (it was added first): batches delivered by this answer are settled.
+            delivered = self.metrics.batch_delivered
+            for batch in batches:
+                outcome = batch.outcome
+                if outcome.done and outcome.error is None:
+                    delivered(now - batch.created_ms)
             throttle = int(future.result().get("throttle_time_ms", 0) or 0)
             self.metrics.response_received(node_id, latency, throttle)
             if throttle > 0:
@@ -134,9 +147,6 @@ class Observer:
     def batch_split(self, batch: ProducerBatch) -> None:
         self.metrics.batch_split_total += 1
         log.debug("splitting a batch of %d record(s) for %s-%d", batch.record_count, batch.topic, batch.partition)
-
-    def batch_delivered(self, batch: ProducerBatch) -> None:
-        self.metrics.batch_delivered(self.clock_ms() - batch.created_ms)
 
     def batch_failed(self, batch: ProducerBatch, error: BaseException) -> None:
         self.metrics.batch_failed(batch.topic, batch.record_count)

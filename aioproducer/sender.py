@@ -241,13 +241,14 @@ class Sender:
             for batch in batches:
                 self._retry_or_fail(batch, exc, monotonic_ms())
             return
-        self._observer.produce_sent(conn, batches, future)
         if future is None:
+            self._observer.produce_sent(conn, batches, None)
             for batch in batches:
                 self._settle_success(batch, -1, -1)
             return
         self._in_flight.add(future)
         future.add_done_callback(lambda f: self._on_produce_done(f, batches))
+        self._observer.produce_sent(conn, batches, future)  # after the callback above: it reads settled batches
 
     # -- responses ----------------------------------------------------------------------------------------------
     def _on_produce_done(self, future: asyncio.Future[dict[str, Any]], batches: list[ProducerBatch]) -> None:
@@ -338,7 +339,6 @@ class Sender:
     def _settle_success(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
         if batch.base_sequence >= 0:
             self._idem.on_success(batch.tp, batch.base_sequence, batch.record_count)
-        self._observer.batch_delivered(batch)
         batch.outcome.succeed(base_offset, log_append_time_ms)
         self._acc.release(batch)
         self.on_batch_done()

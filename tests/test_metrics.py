@@ -107,19 +107,21 @@ async def test_metrics_after_real_traffic_count_every_record_batch_and_request(
         await producer.send(topic, b"one more")
         snapshot = producer.metrics()
     p = snapshot.producer
-    assert p["record-send-total"] == 301
-    assert snapshot.topics[topic]["record-send-total"] == 301
-    assert p["record-error-total"] == 0 and p["record-retry-total"] == 0
+    # Each attempt counts as a send (Java's rule); a fresh topic on real Kafka may answer NOT_LEADER_OR_FOLLOWER to
+    # the first requests, so retries are allowed, and every retried record was sent once more.
+    assert p["record-send-total"] - p["record-retry-total"] == 301
+    assert snapshot.topics[topic]["record-send-total"] == p["record-send-total"]
+    assert p["record-error-total"] == 0
     # gzip over repetitive values: the batches shrink a lot.
     assert 0 < p["compression-rate-avg"] < 0.5
     assert 0 < snapshot.topics[topic]["compression-rate"] < 0.5
     assert p["request-total"] >= 2 and p["response-total"] == p["request-total"]
-    assert p["records-per-request-avg"] == pytest.approx(301 / p["request-total"])
+    assert p["records-per-request-avg"] == pytest.approx(p["record-send-total"] / p["request-total"])
     assert p["batch-size-max"] >= p["batch-size-avg"] > 0
     assert p["request-latency-max"] >= p["request-latency-avg"] >= 0
     assert snapshot.histograms["request-latency-ms"].count == p["response-total"]
     assert snapshot.histograms["delivery-latency-ms"].count >= 2
-    assert snapshot.histograms["record-queue-time-ms"].count == snapshot.histograms["batch-size-bytes"].count
+    assert 0 < snapshot.histograms["record-queue-time-ms"].count <= snapshot.histograms["batch-size-bytes"].count
     assert p["connection-count"] >= 1 and p["connection-creation-total"] >= 2  # bootstrap + the leader
     assert p["outgoing-byte-total"] > p["byte-total"] > 0 and p["incoming-byte-total"] > 0
     assert p["producer-id"] >= 0 and p["producer-epoch"] >= 0
@@ -192,8 +194,9 @@ async def test_the_compiled_and_pure_record_paths_count_alike(
         await producer.flush()
         snapshot = producer.metrics()
     assert isinstance(results[-1], Exception)
-    assert snapshot.producer["record-send-total"] == 100
-    assert snapshot.topics[topic]["record-send-total"] == 100
+    p = snapshot.producer
+    assert p["record-send-total"] - p["record-retry-total"] == 100  # retries (a fresh topic's first answers) resend
+    assert snapshot.topics[topic]["record-send-total"] == p["record-send-total"]
     assert snapshot.producer["record-error-total"] == 0
     assert "bad topic!" not in snapshot.topics
     assert snapshot.producer["compression-rate-avg"] == 1.0  # no compression: exactly 1

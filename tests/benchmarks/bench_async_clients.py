@@ -186,7 +186,7 @@ def _observing(mode: str) -> list[Any]:
     if mode == "off":
         from aioproducer.observer import Observer
 
-        for name in ("produce_sent", "batch_delivered", "batch_failed", "batch_retried"):
+        for name in ("produce_sent", "batch_failed", "batch_retried"):
             setattr(Observer, name, lambda self, *args: None)
     if mode == "otel":
         from opentelemetry.sdk.metrics import MeterProvider
