@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .delivery import Delivery, new_delivery
+from .delivery import BatchOutcome, Delivery, new_delivery
 from .errors import BufferExhaustedError
 from .hooks import BatchWritten, HookChain, RequestDone, load_interceptor
 from .metrics import Gauges, MetricsSnapshot, ProducerMetrics
@@ -222,6 +222,7 @@ class Observer:
     def wrap_enqueue(self, enqueue: Callable[..., Awaitable[Delivery]]) -> Callable[..., Awaitable[Delivery]]:
         """`Producer.enqueue` with the record hooks around it (used only when some hook wants records)."""
         hooks = self.hooks
+        watched: dict[BatchOutcome, list[tuple[ProducerRecord, Delivery]]] = {}
 
         async def hooked_enqueue(
             topic: str,
@@ -245,16 +246,14 @@ class Observer:
             except BaseException as exc:  # refused before it was buffered: Java acknowledges those too
                 hooks.record_acknowledged(record, None, exc)
                 raise
-            # A handle of our own, so that a caller cancelling theirs cannot end the record's acknowledgement early.
-            watcher = new_delivery(
-                Delivery,
-                delivery._outcome,
-                delivery._index,
-                delivery._timestamp_ms,
-                delivery._key_size,
-                delivery._value_size,
-            )
-            watcher.add_done_callback(partial(_acknowledge, hooks, record))
+            # Watched through its batch's outcome (one waiter per batch, run as the batch settles, before the
+            # callers' callbacks, as Java's onAcknowledgement): the caller cancelling its handle changes nothing.
+            outcome = delivery._outcome
+            waiting = watched.get(outcome)
+            if waiting is None:
+                waiting = watched[outcome] = []
+                outcome.add_waiter(partial(_acknowledge_batch, hooks, watched, outcome))
+            waiting.append((record, delivery))
             return delivery
 
         return hooked_enqueue
@@ -285,6 +284,36 @@ class Observer:
             return results
 
         return hooked_send_many
+
+
+def _acknowledge_batch(
+    hooks: HookChain,
+    watched: dict[BatchOutcome, list[tuple[ProducerRecord, Delivery]]],
+    outcome: BatchOutcome,
+) -> None:
+    """A watched batch settled (or was split): acknowledge each of its records to the hooks."""
+    waiting = watched.pop(outcome, [])
+    if not outcome.done:  # split after MESSAGE_TOO_LARGE (rare): follow each record to its half
+        for record, delivery in waiting:
+            watcher = new_delivery(
+                Delivery,
+                delivery._outcome,
+                delivery._index,
+                delivery._timestamp_ms,
+                delivery._key_size,
+                delivery._value_size,
+            )
+            watcher.add_done_callback(partial(_acknowledge, hooks, record))
+        return
+    error = outcome.error
+    for record, delivery in waiting:
+        if error is not None:
+            hooks.record_acknowledged(record, None, error)
+        else:
+            metadata = outcome.metadata(
+                delivery._index, delivery._timestamp_ms, delivery._key_size, delivery._value_size
+            )
+            hooks.record_acknowledged(record, metadata, None)
 
 
 def _acknowledge(hooks: HookChain, record: ProducerRecord, delivery: Delivery) -> None:

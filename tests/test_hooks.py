@@ -3,6 +3,7 @@ and Java's `interceptor.classes` mapping. Record contents are judged by reading 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -12,9 +13,10 @@ import pytest
 from aioproducer import Producer, ProducerRecord, RecordMetadata
 from aioproducer.errors import RecordTooLargeError, UnknownPartitionError
 from aioproducer.hooks import BatchWritten, HookChain, RequestDone
-from aioproducer.testing import ConsumedRecord
+from aioproducer.testing import ConsumedRecord, MockCluster
 
 FAST = {"linger_ms": 1, "retry_backoff_ms": 10, "reconnect_backoff_ms": 20}
+PRODUCE, MESSAGE_TOO_LARGE = 0, 10
 
 
 class Recorder:
@@ -228,3 +230,22 @@ def test_hook_chain_calls_each_event_and_counts_failures() -> None:
     chain.connect(1, "h", 1)  # nobody listens: nothing happens
     assert seen == [("throttle", (3, 120)), ("commit", "txn-1")]
     assert failures == [1]
+
+
+async def test_records_of_a_split_batch_are_each_acknowledged_once(mock_cluster: MockCluster) -> None:
+    """A batch split after MESSAGE_TOO_LARGE forwards its records to two halves: each record is acknowledged once,
+    with the offset of the half that carried it, and the split is counted."""
+    mock_cluster.create_topic("split", 1)
+    hook = Recorder()
+    async with Producer(mock_cluster.bootstrap_servers, hooks=[hook], linger_ms=50, retry_backoff_ms=10) as producer:
+        await producer.partitions_for("split")
+        mock_cluster.push_request_errors(PRODUCE, MESSAGE_TOO_LARGE)
+        deliveries = [await producer.enqueue("split", b"%d" % i, partition=0) for i in range(6)]
+        results = [await d for d in deliveries]
+        await asyncio.sleep(0)
+        splits = producer.metrics().producer["batch-split-total"]
+    assert splits == 1
+    acknowledged = {r.value: m for r, m, e in hook.acknowledged if e is None}
+    assert len(hook.acknowledged) == 6
+    assert [acknowledged[b"%d" % i] for i in range(6)] == results
+    assert sorted(m.offset for m in results) == list(range(results[0].offset, results[0].offset + 6))
