@@ -56,6 +56,7 @@ class RequestDone:
 
     node_id: int
     api: str
+    version: int
     request_bytes: int
     latency_ms: float
     error: BaseException | None

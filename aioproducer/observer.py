@@ -20,6 +20,7 @@ from .errors import BufferExhaustedError
 from .hooks import BatchWritten, HookChain, RequestDone, load_interceptor
 from .metrics import Gauges, MetricsSnapshot, ProducerMetrics
 from .models import ProducerRecord, RecordMetadata
+from .protocol import ApiKey
 
 if TYPE_CHECKING:
     from .accumulator import ProducerBatch
@@ -104,11 +105,11 @@ class Observer:
                 )
         metrics.request_sent(conn.node_id, records, request_bytes)
         if future is not None:
-            future.add_done_callback(partial(self._produce_done, conn.node_id, request_bytes, now, batches))
+            future.add_done_callback(partial(self._produce_done, conn, request_bytes, now, batches))
 
     def _produce_done(
         self,
-        node_id: int,
+        conn: Any,
         request_bytes: int,
         sent_ms: int,
         batches: Sequence[ProducerBatch],
@@ -116,6 +117,7 @@ class Observer:
     ) -> None:
         now = self.clock_ms()
         latency = now - sent_ms
+        node_id = conn.node_id
         error = asyncio.CancelledError() if future.cancelled() else future.exception()
         if error is None:
             # The sender's callback ran first (it was added first): batches delivered by this answer are settled.
@@ -130,7 +132,8 @@ class Observer:
                 log.debug("broker %d throttled this producer for %d ms", node_id, throttle)
                 self.hooks.throttle(node_id, throttle)
         if self.hooks.request_hooks:  # the event object is built only for someone to read
-            self.hooks.request(RequestDone(node_id, "Produce", request_bytes, latency, error))
+            version = conn.versions.get(ApiKey.PRODUCE, -1)
+            self.hooks.request(RequestDone(node_id, "Produce", version, request_bytes, latency, error))
 
     def batch_retried(self, batch: ProducerBatch, error: BaseException) -> None:
         self.metrics.batch_retried(batch.topic, batch.record_count)

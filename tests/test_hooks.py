@@ -88,7 +88,7 @@ async def test_every_hook_event_reports_what_happened(
     assert sum(b.records for b in hook.batches) == 3
     assert all(b.topic == topic and b.node_id >= 0 and b.port > 0 for b in hook.batches)
     assert all(b.compressed_bytes > 0 and b.uncompressed_bytes > 0 for b in hook.batches)
-    assert hook.requests and all(r.api == "Produce" and r.error is None for r in hook.requests)
+    assert hook.requests and all(r.api == "Produce" and r.error is None and r.version >= 3 for r in hook.requests)
     assert 1 <= len(hook.requests) <= len(hook.batches)
     assert any(node >= 0 for node, _, _ in hook.connects)
     assert hook.disconnects  # closing the producer closed its connections
@@ -226,7 +226,7 @@ def test_hook_chain_calls_each_event_and_counts_failures() -> None:
     chain = HookChain([Some()], lambda: failures.append(1))
     chain.throttle(3, 120)
     chain.transaction("commit", "txn-1")
-    chain.request(RequestDone(1, "Produce", 10, 1.0, None))
+    chain.request(RequestDone(1, "Produce", 9, 10, 1.0, None))
     chain.connect(1, "h", 1)  # nobody listens: nothing happens
     assert seen == [("throttle", (3, 120)), ("commit", "txn-1")]
     assert failures == [1]
