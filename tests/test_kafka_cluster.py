@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -220,3 +221,52 @@ def test_a_killed_leader_is_replaced_and_comes_back(kafka_cluster_3: KafkaCluste
     kafka_cluster_3.start_node(old)
     assert kafka_cluster_3.is_running(old)
     assert "Kafka Server started" in kafka_cluster_3.log_tail(old)
+
+
+def test_every_listener_of_the_session_node_is_reachable(kafka_cluster: KafkaCluster) -> None:
+    for listener in ("PLAINTEXT", "SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL"):
+        host, port = kafka_cluster.bootstrap(listener).rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=5):
+            pass
+    assert Path(kafka_cluster.ca_file).read_text().startswith("-----BEGIN CERTIFICATE-----")
+    assert Path(kafka_cluster.client_key_file).read_text().startswith("-----BEGIN PRIVATE KEY-----")
+    assert kafka_cluster.credentials.password not in repr(kafka_cluster.credentials)
+
+
+def test_a_paused_node_answers_nothing_until_resumed(kafka_cluster: KafkaCluster) -> None:
+    host, port = kafka_cluster.bootstrap().rsplit(":", 1)
+    kafka_cluster.pause(1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=5) as connection:
+            # ApiVersions v0: size, api key 18, version 0, correlation id 7, no client id.
+            connection.sendall(bytes.fromhex("0000000a" "0012" "0000" "00000007" "ffff"))
+            connection.settimeout(1.0)
+            with pytest.raises(TimeoutError):
+                connection.recv(4)
+            kafka_cluster.resume(1)
+            connection.settimeout(10.0)
+            assert connection.recv(8)[4:8] == bytes.fromhex("00000007")
+    finally:
+        kafka_cluster.resume(1)
+
+
+def test_a_stopped_node_restarts_with_its_data(kafka_cluster: KafkaCluster) -> None:
+    topic = kafka_cluster.create_topic("kc-restart", 1)
+    pid = kafka_cluster.pid(1)
+    kafka_cluster.restart(1)
+    assert kafka_cluster.pid(1) != pid
+    assert kafka_cluster.partition_state(topic, 0).leader == 1
+    kafka_cluster.stop(1)
+    assert not kafka_cluster.is_running(1)
+    # The session fixture's clean-up (heal) starts it again for the next test.
+
+
+def test_broker_only_nodes_join_a_single_controller() -> None:
+    with KafkaCluster(nodes=2, controllers=1) as cluster:
+        roles = [
+            _properties((cluster.workdir / f"node-{n}" / "server.properties").read_text())["process.roles"]
+            for n in (1, 2)
+        ]
+        assert roles == ["broker,controller", "broker"]
+        topic = cluster.create_topic("two", 2, replication_factor=2)
+        assert sorted(cluster.partition_state(topic, 0).replicas) == [1, 2]

@@ -70,8 +70,31 @@ def _wait_for_leaders(admin: Any, topic: str, partitions: int, deadline: float) 
             raise KafkaTimeoutError(f"topic {topic!r} did not show {partitions} partitions with leaders in time")
         states = _states(admin, topic, max(0.1, remaining))
         if states is not None and len(states) == partitions and all(s.leader >= 0 for s in states.values()):
-            return
+            break
         time.sleep(_POLL_S)
+    _wait_until_served(admin, topic, partitions, deadline)
+
+
+def _wait_until_served(admin: Any, topic: str, partitions: int, deadline: float) -> None:
+    # Kafka's broker updates its metadata cache before its ReplicaManager has made itself leader of the new
+    # partitions: for a moment Metadata names a leader that answers NOT_LEADER_OR_FOLLOWER. A ListOffsets that every
+    # leader answers means the partitions really take writes.
+    import confluent_kafka
+
+    admin_module = _admin_module()
+    wanted = {confluent_kafka.TopicPartition(topic, p): admin_module.OffsetSpec.latest() for p in range(partitions)}
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise KafkaTimeoutError(f"the leaders of topic {topic!r} did not serve ListOffsets in time")
+        futures = admin.list_offsets(wanted, request_timeout=max(0.1, min(remaining, 5.0)))
+        try:
+            for future in futures.values():
+                future.result(timeout=remaining)
+        except (confluent_kafka.KafkaException, concurrent.futures.TimeoutError):
+            time.sleep(_POLL_S)
+            continue
+        return
 
 
 def create_topic(
