@@ -114,9 +114,12 @@ def test_every_declared_dependency_is_imported() -> None:
         name = re.split(r"[<>=!~\[ ;]", requirement, maxsplit=1)[0].lower().replace("-", "_")
         if name in INDIRECT:
             continue
+        name = IMPORT_NAMES.get(name, name)
         assert name in imported, f"{requirement} is declared but no module of aioproducer imports {name}"
 
 
+# Distributions whose import name differs from their name.
+IMPORT_NAMES = {"opentelemetry_api": "opentelemetry"}
 # Declared for another dependency's sake, never imported by aioproducer itself.
 INDIRECT = {"pandas": "pyspark's Arrow functions (mapInArrow) need it; declared to pin a version pyspark supports"}
 
