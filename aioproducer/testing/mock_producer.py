@@ -123,6 +123,9 @@ class _Cluster:
     def cluster(self) -> _Cluster:
         return self
 
+    def touch(self, topic: str, now_ms: int) -> None:
+        """The appender marks a topic used on each new batch; the mock refreshes no metadata, so nothing to do."""
+
     def add(self, topic: str, partitions: int) -> TopicInfo:
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
             raise ConfigError(f"topic {topic!r} needs a positive number of partitions, got {partitions!r}")
