@@ -62,6 +62,7 @@ class Observer:
         self.last_error: BaseException | None = None
         self.last_error_ms = 0
         self.metadata_refreshed_ms: int | None = None
+        self._stamp: tuple[int, int] = (-1, -1)  # the producer id and epoch of the last batch sent
         self._failing_nodes: set[int] = set()  # reported once per run of failures, not per reconnect attempt
 
     def note_error(self, error: BaseException) -> None:
@@ -104,8 +105,20 @@ class Observer:
                     )
                 )
         metrics.request_sent(conn.node_id, records, request_bytes)
+        if batches:
+            self._note_epoch(batches[0])
         if future is not None:
             future.add_done_callback(partial(self._produce_done, conn, request_bytes, now, batches))
+
+    def _note_epoch(self, batch: Any) -> None:
+        """Count epoch bumps (KIP-360) from the producer state batches are stamped with: same id, newer epoch."""
+        stamp = (getattr(batch, "producer_id", -1), getattr(batch, "producer_epoch", -1))
+        last = self._stamp
+        if stamp != last and stamp[0] >= 0:
+            if stamp[0] == last[0] and stamp[1] > last[1]:
+                self.metrics.epoch_bump_total += 1
+                log.info("producer id %d: epoch bumped to %d", stamp[0], stamp[1])
+            self._stamp = stamp
 
     def _produce_done(
         self,
@@ -135,9 +148,10 @@ class Observer:
             version = conn.versions.get(ApiKey.PRODUCE, -1)
             self.hooks.request(RequestDone(node_id, "Produce", version, request_bytes, latency, error))
 
-    def batch_retried(self, batch: ProducerBatch, error: BaseException) -> None:
+    def batch_retried(self, batch: ProducerBatch, error: BaseException | None) -> None:
         self.metrics.batch_retried(batch.topic, batch.record_count)
-        self.note_error(error)
+        if error is not None:
+            self.note_error(error)
         log.debug(
             "retrying %d record(s) for %s-%d (attempt %d): %s",
             batch.record_count,
@@ -149,7 +163,6 @@ class Observer:
 
     def batch_split(self, batch: ProducerBatch) -> None:
         self.metrics.batch_split_total += 1
-        log.debug("splitting a batch of %d record(s) for %s-%d", batch.record_count, batch.topic, batch.partition)
 
     def batch_failed(self, batch: ProducerBatch, error: BaseException) -> None:
         self.metrics.batch_failed(batch.topic, batch.record_count)

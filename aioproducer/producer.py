@@ -113,7 +113,11 @@ class Producer:
             self.config,
             self._accumulator,
             self._cluster,
-            IdempotenceState(self.config.idempotence),
+            IdempotenceState(
+                self.config.idempotence,
+                retries=self.config.retries,
+                delivery_timeout_ms=self.config.delivery_timeout_ms,
+            ),
             self.config.acks,
             self._observer,
         )

@@ -189,14 +189,45 @@ def test_a_killed_owner_takes_its_processes_and_scratch_directory_with_it(tmp_pa
 # -- real Kafka ---------------------------------------------------------------------------------------------------
 
 
-def test_a_node_that_cannot_start_raises_with_its_log_and_leaves_nothing_running() -> None:
-    cluster = KafkaCluster(nodes=1, broker_config={"num.network.threads": "not-a-number"})
-    with pytest.raises(KafkaSetupError, match=r"num\.network\.threads") as caught:
+class RecordingCluster(KafkaCluster):
+    """Remembers its scratch directory, which `close` forgets."""
+
+    scratch: list[Path]
+
+    def close(self) -> None:
+        self.scratch = [*getattr(self, "scratch", []), *([self._workdir] if self._workdir else [])]
+        super().close()
+
+
+def _processes_under(directory: Path) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if str(directory) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize(
+    ("broker_config", "failure"),
+    [
+        # StorageTool parses the whole configuration: caught while formatting.
+        ({"num.network.threads": "not-a-number"}, r"formatting the KRaft storage failed(.|\n)*num\.network\.threads"),
+        # Only the running broker opens its keystore: the node exits while starting.
+        ({"ssl.keystore.location": "/nonexistent/keystore.pem"}, r"Kafka node 1 exited(.|\n)*nonexistent"),
+    ],
+)
+def test_a_node_that_cannot_start_raises_with_its_log_and_leaves_nothing_behind(
+    broker_config: dict[str, str], failure: str
+) -> None:
+    cluster = RecordingCluster(nodes=1, broker_config=broker_config)
+    with pytest.raises(KafkaSetupError, match=failure):
         cluster.start()
-    assert "Kafka node 1" in str(caught.value) or "formatting" in str(caught.value)
-    assert cluster._nodes == {}
-    leftover = subprocess.run(["pgrep", "-f", cluster.cluster_id], capture_output=True, text=True, check=False)
-    assert leftover.stdout == ""
+    assert cluster.scratch and all(not directory.exists() for directory in cluster.scratch)
+    assert [pid for directory in cluster.scratch for pid in _processes_under(directory)] == []
 
 
 def test_the_single_node_serves_admin_work_and_names_its_leader(kafka_cluster: KafkaCluster) -> None:
@@ -239,7 +270,7 @@ def test_a_paused_node_answers_nothing_until_resumed(kafka_cluster: KafkaCluster
     try:
         with socket.create_connection((host, int(port)), timeout=5) as connection:
             # ApiVersions v0: size, api key 18, version 0, correlation id 7, no client id.
-            connection.sendall(bytes.fromhex("0000000a" "0012" "0000" "00000007" "ffff"))
+            connection.sendall(bytes.fromhex("0000000a0012000000000007ffff"))
             connection.settimeout(1.0)
             with pytest.raises(TimeoutError):
                 connection.recv(4)

@@ -86,6 +86,14 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _first_error(output: str) -> str:
+    # The tail of a failed start is mostly a Java stack trace; the reason is in its first error or exception line.
+    for line in output.splitlines():
+        if " ERROR " in line or ("Exception" in line and not line.startswith("\t")):
+            return line.strip()
+    return "(no error line in its log)"
+
+
 def _confluent_admin() -> Any:
     try:
         import confluent_kafka.admin
@@ -400,8 +408,8 @@ class KafkaCluster:
                 output = self._output_since_start(node)
                 error = _PortTakenError if _PORT_TAKEN in output else KafkaSetupError
                 raise error(
-                    f"Kafka node {node.layout.node_id} exited with {node.process.returncode} while starting; "
-                    f"its log:\n{node.process.log_tail()}"
+                    f"Kafka node {node.layout.node_id} exited with {node.process.returncode} while starting: "
+                    f"{_first_error(output)}\nits log:\n{node.process.log_tail()}"
                 )
             if marker in self._output_since_start(node) and _accepts(self.host, port):
                 return
@@ -522,15 +530,18 @@ class KafkaCluster:
         *,
         replication_factor: int = -1,
         config: Mapping[str, str] | None = None,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
         timeout_s: float = 30.0,
     ) -> str:
-        """Create `topic` (replication -1: the cluster's default) with topic `config`; wait for its leaders."""
+        """Create `topic` (replication -1: the cluster's default) with topic `config`, or with each partition's
+        replicas given (preferred leader first); wait until its leaders take writes."""
         kafka_admin.create_topic(
             self._live_bootstrap(),
             topic,
             partitions,
             replication_factor=replication_factor,
             config=config,
+            replica_assignment=replica_assignment,
             timeout_s=timeout_s,
         )
         return topic
