@@ -64,7 +64,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install("-e", ".[snappy]", "mypy>=1.10")
+    session.install("-e", ".[snappy,otel,prometheus]", "mypy>=1.10")
     session.run("mypy", "--strict", "aioproducer")
 
 
@@ -85,7 +85,9 @@ def bench(session: nox.Session) -> None:
     tests/benchmarks/results/. `-- --quick` is a ~3-minute smoke run, the full run ~30; `-- --brokers tansu`
     skips real Kafka."""
     ensure_java_and_maven(session, jdk=True)
-    session.install("-e", ".[snappy,testing]", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib")
+    session.install(
+        "-e", ".[snappy,testing,otel]", "opentelemetry-sdk", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib"
+    )
     session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
 
 

@@ -27,6 +27,7 @@ from .errors import (
 from .kafka_errors import RebootstrapRequiredError, kafka_error
 from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
 from .node_states import NodeStates, idle_expiry
+from .observer import Observer
 from .protocol import ApiKey, FinalizedFeatures
 from .security.sasl import SaslCredentials
 from .security.tls import client_context
@@ -49,8 +50,9 @@ def monotonic_ms() -> int:
 class Cluster:
     """Connections to brokers and the producer's view of the cluster."""
 
-    def __init__(self, config: ProducerConfig, wake: Callable[[], None]) -> None:
+    def __init__(self, config: ProducerConfig, wake: Callable[[], None], observer: Observer) -> None:
         self._config = config
+        self.observer = observer
         self._wake = wake
         self._rng = random.Random()
         self.state = MetadataState(
@@ -179,6 +181,7 @@ class Cluster:
             self._check_top_level_error(response)
             self.state.on_response(ClusterMetadata.from_response(response), topics, monotonic_ms())
             self.last_error = None
+            self.observer.metadata_refreshed()
         except AuthenticationError as exc:
             self._fail_waiters(exc)
         except (TransportError, KafkaError) as exc:
@@ -297,7 +300,7 @@ class Cluster:
         except TransportError as exc:
             self._nodes.failed(broker.node_id, monotonic_ms())
             self.last_error = exc
-            log.debug("connecting to broker %s failed: %s", broker.node_id, exc)
+            self.observer.connect_failed(broker.node_id, exc)
             self.state.request_update()
             raise
         except AuthenticationError as exc:
@@ -333,6 +336,7 @@ class Cluster:
         conn.on_lost = self._on_connection_lost
         self.features = self.features.newest(conn.features)
         self._check_idle_later(self._config.connections_max_idle_ms / 1000)
+        self.observer.connected(conn)
         return conn
 
     def _check_idle_later(self, delay_s: float) -> None:
@@ -363,6 +367,7 @@ class Cluster:
             self._check_idle_later(next_check)
 
     def _on_connection_lost(self, conn: BrokerConnection) -> None:
+        self.observer.disconnected(conn, self._closed)
         if self._connections.get(conn.node_id) is conn:
             del self._connections[conn.node_id]
         if not self._closed:
@@ -385,6 +390,10 @@ class Cluster:
         for node_id in self.state.cluster.brokers:
             self.connection(node_id)
         return None
+
+    def open_connections(self) -> list[BrokerConnection]:
+        """The open connections to brokers (not the bootstrap one)."""
+        return [conn for conn in self._connections.values() if not conn.closed]
 
     def _least_loaded(self) -> BrokerConnection | None:
         """The open broker connection with the fewest requests in flight (Java's leastLoadedNode)."""

@@ -22,6 +22,7 @@ from aioproducer.config_values import (
     parse_bool,
     parse_bootstrap,
     parse_choice,
+    parse_interceptors,
     parse_level,
     parse_optional_bool,
     parse_optional_int,
@@ -53,7 +54,7 @@ _COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Java producer settings aioproducer does not implement: naming one is a missing feature, not a typo.
 _UNSUPPORTED_JAVA = frozenset(
-    "client.dns.lookup send.buffer.bytes receive.buffer.bytes interceptor.classes metric.reporters "  # noqa: SIM905
+    "client.dns.lookup send.buffer.bytes receive.buffer.bytes metric.reporters "  # noqa: SIM905
     "metrics.num.samples metrics.recording.level metrics.sample.window.ms enable.metrics.push "
     "partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms transaction.timeout.ms "
     "transaction.two.phase.commit.enable security.providers metadata.recovery.strategy "
@@ -111,6 +112,8 @@ class ProducerConfig:
     partitioner_ignore_keys: bool = False
     key_serializer: SerializerSpec = None
     value_serializer: SerializerSpec = None
+    # Java's interceptor.classes: hooks given by "module.Class" name, class or object (see aioproducer.hooks).
+    interceptor_classes: tuple[Any, ...] = ()
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     # TLS (SSL, SASL_SSL): a ready context, or PEM files. Java's PEM keystore (key and certificate in one file)
     # maps to ssl_certfile; JKS/PKCS12 stores are not readable by Python's ssl module.
@@ -333,6 +336,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "partitioner": parse_partitioner,
     "key_serializer": parse_serializer,
     "value_serializer": parse_serializer,
+    "interceptor_classes": parse_interceptors,
     "security_protocol": lambda name, value: parse_choice(name, value, _SECURITY_PROTOCOLS, upper=True),
     "transactional_id": parse_transactional_id,
     "ssl_context": _security.parse_ssl_context,

@@ -184,3 +184,13 @@ def parse_transactional_id(name: str, value: Any) -> None:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{name} must be None or a non-empty str, got {value!r}")
     raise FeatureNotAvailableError(f"transactions are not supported yet: remove {name}={value!r}")
+
+
+def parse_interceptors(name: str, value: Any) -> tuple[Any, ...]:
+    """Java's comma-separated class list, or a sequence of names, classes or hook objects (loaded at start)."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise ConfigError(f"{name} must be a comma-separated str or a list, got {value!r}")
+    return tuple(item.strip() if isinstance(item, str) else item for item in items if item != "" and item is not None)

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -22,9 +22,12 @@ from .compression import CompressionType
 from .config import ProducerConfig
 from .delivery import BulkDeliveries, Delivery, resolve
 from .errors import AioProducerError, KafkaTimeoutError, ProducerClosedError, TransportError
+from .health import Health, health_of
 from .idempotence import IdempotenceState
 from .memory import MemoryWaiters
+from .metrics import MetricsSnapshot
 from .models import ProducerRecord, RecordMetadata
+from .observer import Observer, new_observer
 from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
 from .records.layout import BATCH_HEADER_SIZE
 from .sender import Sender
@@ -48,7 +51,14 @@ class Producer:
     (`config={"linger.ms": 5}`). See `ProducerConfig` for every setting and its default.
     """
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *, config: Any = None, **settings: Any):
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | None = None,
+        *,
+        config: Any = None,
+        hooks: Iterable[Any] = (),
+        **settings: Any,
+    ):
         if bootstrap_servers is not None:
             settings["bootstrap_servers"] = bootstrap_servers
         self.config = cfg = ProducerConfig.build(config, **settings)
@@ -69,6 +79,12 @@ class Producer:
         self._memory_waiters = MemoryWaiters(self._accumulator, self._wake, cfg.max_block_ms)
         self._shutdown_task: asyncio.Task[None] | None = None
         self._sender_error: BaseException | None = None  # why the sender task crashed, if it did
+        self._observer: Observer = new_observer(
+            cfg, hooks, config if isinstance(config, Mapping) else {}, monotonic_ms, RECORD_MEMORY_OVERHEAD
+        )
+        if self._observer.hooks.wants_records:  # resolved once: without record hooks the record path is untouched
+            self.enqueue = self._observer.wrap_enqueue(self.enqueue)  # type: ignore[method-assign,assignment]
+            self.send_many = self._observer.wrap_send_many(self.send_many)  # type: ignore[method-assign,assignment]
 
     def __repr__(self) -> str:
         return f"<Producer {self._state} bootstrap={','.join(self.config.bootstrap_servers)}>"
@@ -85,7 +101,7 @@ class Producer:
             raise ProducerClosedError(f"start() called on a producer that is {self._state}")
         self._loop = asyncio.get_running_loop()
         self._stopped: asyncio.Future[None] = self._loop.create_future()  # done once closed
-        self._cluster = Cluster(self.config, self._wake)
+        self._cluster = Cluster(self.config, self._wake, self._observer)
         if self.config.security_protocol != "PLAINTEXT":
             try:
                 await asyncio.wait_for(self._cluster.connect_any(), self.config.max_block_ms / 1000)
@@ -104,6 +120,7 @@ class Producer:
                 delivery_timeout_ms=self.config.delivery_timeout_ms,
             ),
             self.config.acks,
+            self._observer,
         )
         self._sender.on_batch_done = self._memory_waiters.notify
         self._accumulator.loop = self._loop
@@ -205,6 +222,7 @@ class Producer:
         finally:
             self._state = _CLOSED
             self._stopped.set_result(None)
+            self._observer.hooks.close()
 
     def _on_sender_exit(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or task.exception() is None or self._state == _CLOSED:
@@ -331,7 +349,7 @@ class Producer:
             info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms, partition)
         memory = prepared[3] + RECORD_MEMORY_OVERHEAD
         if self._memory_waiters or not self._accumulator.has_room(memory):
-            await self._memory_waiters.wait(memory, deadline)
+            await self._observer.timed_memory_wait(self._memory_waiters.wait(memory, deadline))
         if self._state != _RUNNING:
             raise self._closed_error()
         return self._appender.place(topic, prepared, partition, info)
@@ -386,6 +404,30 @@ class Producer:
         check_topic(topic)
         info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
         return list(range(info.num_partitions))
+
+    def metrics(self) -> MetricsSnapshot:
+        """An immutable snapshot of the producer's metrics, under the Java producer's names (see the README)."""
+        started = self._state != _NEW
+        return self._observer.snapshot(
+            self._accumulator,
+            self._cluster.open_connections() if started else (),
+            self._sender.idempotence if started else None,
+            self._accumulator.memory_waiters,
+        )
+
+    def health(self) -> Health:
+        """Connected brokers, known leaders of the topics in use, buffer use, the last error: for readiness probes."""
+        if self._state == _NEW:
+            return health_of(self._state, (), None, (), self._accumulator, self._observer)
+        cluster = self._cluster
+        return health_of(
+            self._state,
+            cluster.open_connections(),
+            cluster.metadata,
+            cluster.state.topics,
+            self._accumulator,
+            self._observer,
+        )
 
     def _wake(self) -> None:
         if self._state != _NEW:

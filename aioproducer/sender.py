@@ -22,6 +22,7 @@ from .connection import BrokerConnection
 from .errors import AioProducerError, TransportError
 from .idempotence import Action, Decision, IdempotenceState, wire_sequence
 from .kafka_errors import kafka_error
+from .observer import Observer
 from .protocol import ApiKey
 from .records import BatchBuilder
 
@@ -45,12 +46,15 @@ class Sender:
         cluster: Cluster,
         idempotence: IdempotenceState,
         acks: int,
+        observer: Observer,
     ) -> None:
         self._config = config
         self._acc = accumulator
         self._cluster = cluster
         self._idem = idempotence
         self._acks = acks
+        self._observer = observer
+        self.idempotence = idempotence  # read by the producer's metrics
         self._rng = random.Random()
         self._waiter: asyncio.Future[None] | None = None
         self._wakeup_pending = False
@@ -163,6 +167,7 @@ class Sender:
         if error == 0:
             self.fatal_error = None
             self._idem.set_producer_id(response["producer_id"], response["producer_epoch"])
+            self._observer.producer_id_set(response["producer_id"], response["producer_epoch"], False)
             return True
         if not kafka_error(error).retriable:
             # e.g. CLUSTER_AUTHORIZATION_FAILED: what is queued fails now; later records ask again after a backoff.
@@ -246,10 +251,12 @@ class Sender:
             self._on_no_response(batches, exc, monotonic_ms())
             return
         if future is None:
+            self._observer.produce_sent(conn, batches, None)
             self._on_answer(batches, {}, monotonic_ms())  # acks=0: sent is done
             return
         self._in_flight.add(future)
         future.add_done_callback(lambda f: self._on_produce_done(f, batches))
+        self._observer.produce_sent(conn, batches, future)  # after the callback above: it reads settled batches
 
     # -- answers ------------------------------------------------------------------------------------------------
     def _on_produce_done(self, future: asyncio.Future[dict[str, Any]], batches: list[ProducerBatch]) -> None:
@@ -330,11 +337,13 @@ class Sender:
         elif action is Action.RETRY:
             if part is not None and part["error_code"]:
                 batch.last_error = kafka_error(part["error_code"], part.get("error_message") or None)
+            self._observer.batch_retried(batch, batch.last_error)
             self._acc.reenqueue(batch, now + self._retry_backoff_ms(batch.attempts))
         elif action is Action.SPLIT:
             log.info(
                 "%d record(s) for %s-%d too large for the broker: splitting the batch", batch.record_count, *batch.tp
             )
+            self._observer.batch_split(batch)
             self._acc.split(batch, self._idem)
         else:
             self._settle_failure(batch, decision.error or TransportError("failed"))
@@ -351,6 +360,7 @@ class Sender:
 
     def _settle_failure(self, batch: ProducerBatch, error: BaseException) -> None:
         self._failure_log.failed(batch, error)
+        self._observer.batch_failed(batch, error)
         batch.outcome.fail(error)
         self._acc.release(batch)
         self.on_batch_done()

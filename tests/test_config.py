@@ -77,6 +77,7 @@ PYTHON_DEFAULTS: dict[str, Any] = {
     "partitioner_ignore_keys": False,
     "key_serializer": None,  # Java: required; here bytes only
     "value_serializer": None,
+    "interceptor_classes": (),
     "security_protocol": "PLAINTEXT",
     "ssl_context": None,
     "ssl_cafile": None,
@@ -121,6 +122,7 @@ JAVA_PARITY = [
     ("partitioner.ignore.keys", "true", "partitioner_ignore_keys", True),
     ("key.serializer", "org.apache.kafka.common.serialization.StringSerializer", "key_serializer", "str"),
     ("value.serializer", "org.apache.kafka.common.serialization.ByteArraySerializer", "value_serializer", "bytes"),
+    ("interceptor.classes", "mypkg.Audit, mypkg.Trace", "interceptor_classes", ("mypkg.Audit", "mypkg.Trace")),
     ("security.protocol", "ssl", "security_protocol", "SSL"),
     ("ssl.truststore.location", "/ca.pem", "ssl_cafile", "/ca.pem"),
     ("ssl.keystore.location", "/client.pem", "ssl_certfile", "/client.pem"),
@@ -219,7 +221,7 @@ def test_non_str_key_is_an_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["send.buffer.bytes", "interceptor.classes", "ssl.truststore.password", "sasl.login.callback.handler.class"]
+    "key", ["send.buffer.bytes", "metric.reporters", "ssl.truststore.password", "sasl.login.callback.handler.class"]
 )
 def test_java_settings_we_lack_are_a_missing_feature_not_a_typo(key: str) -> None:
     with pytest.raises(FeatureNotAvailableError, match=f"'{re.escape(key)}' is not supported by aioproducer yet"):
@@ -238,6 +240,7 @@ INVALID = [
     ({"metadata_max_idle_ms": 4999}, "metadata_max_idle_ms must be at least 5000, got 4999"),
     ({"max_in_flight_requests_per_connection": 0}, "max_in_flight_requests_per_connection must be at least 1, got 0"),
     ({"connections_max_idle_ms": -2}, "connections_max_idle_ms must be at least -1, got -2"),
+    ({"interceptor_classes": 3}, "interceptor_classes must be a comma-separated str or a list, got 3"),
     ({"close_timeout_ms": -1}, "close_timeout_ms must be from 0 to 9223372036854775807, got -1"),
     ({"close_timeout_ms": 2.5}, "close_timeout_ms must be an integer (or a string of digits), got float 2.5"),
     ({"partitioner_ignore_keys": "yes"}, "partitioner_ignore_keys must be True or False (or 'true'/'false'), got str"),
