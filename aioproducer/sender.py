@@ -262,17 +262,27 @@ class Sender:
     def _on_produce_done(self, future: asyncio.Future[dict[str, Any]], batches: list[ProducerBatch]) -> None:
         self._in_flight.discard(future)
         now = monotonic_ms()
-        if future.cancelled():
-            self._on_no_response(batches, TransportError("request cancelled"), now)
-        elif future.exception() is not None:
-            self._on_no_response(batches, future.exception() or TransportError("no response"), now)
-        else:
-            results: dict[tuple[str, int], dict[str, Any]] = {}
-            for topic in future.result()["responses"]:
-                for part in topic["partition_responses"]:
-                    results[(topic["name"], part["index"])] = part
-            self._on_answer(batches, results, now)
-        self.wake()
+        try:
+            if future.cancelled():
+                self._on_no_response(batches, TransportError("request cancelled"), now)
+            elif future.exception() is not None:
+                self._on_no_response(batches, future.exception() or TransportError("no response"), now)
+            else:
+                results: dict[tuple[str, int], dict[str, Any]] = {}
+                for topic in future.result()["responses"]:
+                    for part in topic["partition_responses"]:
+                        results[(topic["name"], part["index"])] = part
+                self._on_answer(batches, results, now)
+        except Exception as exc:  # a bug here must not leave records unresolved forever
+            log.exception("handling a Produce answer failed")
+            for batch in batches:  # those not handled yet: not settled, not split, not back in their queue
+                self._on_wire.pop(batch, None)
+                handled = batch.outcome.done or batch not in self._acc.incomplete
+                if not handled and batch not in self._acc.queues.get(batch.tp, ()):
+                    self._idem.on_abandoned([batch], exc)  # best effort: its sequence bookkeeping is suspect
+                    self._settle_failure(batch, exc)
+        finally:
+            self.wake()
 
     def _on_no_response(self, batches: list[ProducerBatch], error: BaseException, now: int) -> None:
         for batch in batches:

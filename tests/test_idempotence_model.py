@@ -355,6 +355,7 @@ class SequenceMachine(RuleBasedStateMachine):
         # The faults stop: the leader answers everything, without time passing.
         for _ in range(10_000):
             progressed = False
+            self.idem.maybe_resolve()  # may find that a new producer id is needed
             if self.idem.needs_producer_id:
                 self.init_producer_id()
                 progressed = True
