@@ -352,12 +352,12 @@ async def test_a_refused_first_batch_is_not_overtaken_by_the_next_ones(target: T
 
 async def test_a_retry_whose_answer_is_lost_again_is_not_overtaken_by_newer_batches(target: Target) -> None:
     """Regression: a batch was written but answered with an error, then its retry too. While the retry was in
-    flight the producer sent newer batches of the partition behind it, and they were written; Kafka remembers only
-    a producer's last five batches per partition, so the second retry was no longer recognised as a duplicate but
-    refused as OUT_OF_ORDER_SEQUENCE_NUMBER, and the epoch bump that followed wrote it again, and the batches after
-    it: records duplicated and out of order. Java keeps one request in flight for a partition whose batch is being
-    retried (RecordAccumulator.shouldStopDrainBatchesForPartition). Tansu checks duplicates against its whole log
-    and hid it."""
+    flight the producer sent newer batches of the partition behind it, and Kafka wrote them; it remembers only a
+    producer's last five batches per partition, so the second retry was no longer recognised as a duplicate but
+    refused as OUT_OF_ORDER_SEQUENCE_NUMBER. The producer then either wrote it again after an epoch bump (records
+    duplicated and out of order) or failed records that are in the log. Yet Kafka accepted the newer batches only
+    because this one was written before them: a retry refused as out of order while a later sequence of the same
+    epoch is acknowledged is a duplicate. Tansu checks duplicates against its whole log and hid all this."""
     topic = f"retry-lost-twice-{target.name}"
     await asyncio.to_thread(create_topic, target.bootstrap_servers, topic, 1)
     proxy = RetryLostTwiceProxy(target.bootstrap_servers)
