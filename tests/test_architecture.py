@@ -8,7 +8,10 @@ from pathlib import Path
 import aioproducer
 
 PACKAGE = Path(aioproducer.__file__).parent
-PURE = ["protocol", "records", "compression", "partitioner", "metadata", "accumulator", "idempotence", "validation"]
+PURE = [
+    *("protocol", "records", "compression", "partitioner", "metadata", "accumulator", "idempotence", "validation"),
+    *("transactions_state", "transactions_verdicts", "transactions_group"),
+]
 IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 # Each layer may import only from the layers listed after it (and from errors / kafka_errors, below everything).
 LAYERS = [
@@ -20,6 +23,7 @@ LAYERS = [
     ["security"],
     ["accumulator"],
     ["delivery"],
+    ["transactions_state", "transactions_verdicts", "transactions_group"],
     ["metadata", "idempotence", "partitioner", "validation", "models"],
     ["records"],
     ["compression"],
