@@ -320,6 +320,18 @@ class RecordAccumulator(AccumulatorFields):
             batch.seal()  # a batch out of its queue takes no more records
         return batches
 
+    def take_unsent(self) -> list[ProducerBatch]:
+        """Every queued batch never sent (no attempt yet), removed from its queue; retries stay."""
+        unsent: list[ProducerBatch] = []
+        for tp, queue in self.queues.items():
+            if any(batch.attempts == 0 for batch in queue):
+                keep = deque(batch for batch in queue if batch.attempts > 0)
+                unsent.extend(batch for batch in queue if batch.attempts == 0)
+                self.queues[tp] = keep
+        for batch in unsent:
+            batch.seal()  # a batch out of its queue takes no more records
+        return unsent
+
     def queued_batches(self) -> Iterable[ProducerBatch]:
         for queue in self.queues.values():
             yield from queue

@@ -215,6 +215,10 @@ class Cluster:
         delays = [b.next_attempt_ms - now_ms for b in self._backoffs.values() if b.next_attempt_ms > now_ms]
         return min(delays) if delays else None
 
+    async def connect_to(self, broker: BrokerInfo) -> BrokerConnection:
+        """A ready connection to a broker known by its address, e.g. a coordinator named by FindCoordinator."""
+        return await self._connect(broker)
+
     async def _connect(self, broker: BrokerInfo) -> BrokerConnection:
         """The broker's connection, joining an attempt already under way: never two connections to one broker."""
         conn = self._connections.get(broker.node_id)

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .accumulator import ProducerBatch, RecordAccumulator
 from .cluster import Cluster, monotonic_ms
@@ -24,7 +24,7 @@ from .kafka_errors import kafka_error
 from .protocol import ApiKey
 from .records import BatchBuilder
 
-__all__ = ["Sender"]
+__all__ = ["Sender", "TransactionGate"]
 
 log = logging.getLogger("aioproducer.sender")
 
@@ -34,6 +34,18 @@ _MESSAGE_TOO_LARGE = 10
 _DUPLICATE_SEQUENCE_NUMBER = 46
 _OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 _UNKNOWN_PRODUCER_ID = 59
+
+
+class TransactionGate(Protocol):
+    """What a transactional producer's sender asks its transaction manager (`transactions.TransactionManager`)."""
+
+    transactional_id: str
+
+    def may_send(self, tp: tuple[str, int]) -> bool: ...
+
+    def produce_version(self, conn: BrokerConnection) -> int: ...
+
+    def on_batch_failed(self, error: BaseException) -> None: ...
 
 
 class Sender:
@@ -62,6 +74,8 @@ class Sender:
         self._bump_refused = False
         self.fatal_error: AioProducerError | None = None
         self.on_batch_done: Callable[[], None] = lambda: None
+        # Set for a transactional producer: it owns the producer id and says which partitions may be sent.
+        self.transaction: TransactionGate | None = None
 
     def wake(self) -> None:
         waiter = self._waiter
@@ -79,7 +93,8 @@ class Sender:
             self._wakeup_pending = False
             now = monotonic_ms()
             delay = self._cluster.maybe_update(now)
-            if self._idem.enabled and (not self._idem.has_producer_id or self._idem.reset_pending):
+            manages_id = self._idem.enabled and self.transaction is None
+            if manages_id and (not self._idem.has_producer_id or self._idem.reset_pending):
                 self._ensure_producer_id()
             if self._idem.has_producer_id and not self._idem.reset_pending:
                 sent, wait = self._send_ready(now)
@@ -181,6 +196,8 @@ class Sender:
                 continue
             if conn.in_flight >= self._config.max_in_flight_requests_per_connection:
                 continue
+            if self.transaction is not None:
+                partitions = [tp for tp in partitions if self.transaction.may_send(tp)]
             self._offload_compression(partitions)
             batches = self._acc.drain(partitions, self._config.max_request_size, self._idem)
             if batches:
@@ -216,22 +233,25 @@ class Sender:
 
     def _send_produce(self, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
         idem = self._idem
+        txn = self.transaction
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for batch in batches:
             records = batch.close().encode(
                 producer_id=idem.producer_id,
                 producer_epoch=idem.producer_epoch,
                 base_sequence=batch.base_sequence,
+                transactional=txn is not None,
             )
             by_topic.setdefault(batch.topic, []).append({"index": batch.partition, "records": records})
         body = {
-            "transactional_id": None,
+            "transactional_id": None if txn is None else txn.transactional_id,
             "acks": self._acks,
             "timeout_ms": self._config.request_timeout_ms,
             "topic_data": [{"name": topic, "partition_data": parts} for topic, parts in by_topic.items()],
         }
         try:
-            future = conn.send(ApiKey.PRODUCE, body, expect_response=self._acks != 0)
+            version = None if txn is None else txn.produce_version(conn)
+            future = conn.send(ApiKey.PRODUCE, body, version=version, expect_response=self._acks != 0)
         except TransportError as exc:
             for batch in batches:
                 self._retry_or_fail(batch, exc, monotonic_ms())
@@ -300,7 +320,9 @@ class Sender:
             # An earlier batch of this partition failed and is being retried: this one follows it (Java canRetry).
             self._retry_or_fail(batch, error, now, force_retriable=True)
             return
-        if code in (_OUT_OF_ORDER_SEQUENCE_NUMBER, _UNKNOWN_PRODUCER_ID) and self._idem.enabled:
+        # A transactional producer never bumps on its own: the batch fails and the transaction must abort.
+        bumps = self._idem.enabled and self.transaction is None
+        if code in (_OUT_OF_ORDER_SEQUENCE_NUMBER, _UNKNOWN_PRODUCER_ID) and bumps:
             # KIP-360: the broker lost our sequence state; bump the epoch and resend from a fresh sequence.
             self._idem.reset_pending = True
             self._retry_or_fail(batch, error, now, force_retriable=True)
@@ -339,6 +361,8 @@ class Sender:
             self._idem.on_dropped(batch.tp, batch.base_sequence)
         batch.outcome.fail(error)
         self._acc.release(batch)
+        if self.transaction is not None:
+            self.transaction.on_batch_failed(error)
         self.on_batch_done()
 
     def _expire(self, now: int) -> None:
@@ -354,6 +378,11 @@ class Sender:
                     f"delivery_timeout_ms={self._config.delivery_timeout_ms} before they could be sent{cause}"
                 ),
             )
+
+    def fail_unsent(self, error: BaseException) -> None:
+        """Fail every batch never sent (Java's abortUndrainedBatches: a transaction is being aborted)."""
+        for batch in self._acc.take_unsent():
+            self._settle_failure(batch, error)
 
     def fail_queued(self, error: BaseException, outcome_unknown: BaseException | None = None) -> None:
         """Fail every batch not in flight (close after its timeout, or a fatal producer error); batches the broker
