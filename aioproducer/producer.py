@@ -21,7 +21,7 @@ from .cluster import Cluster, monotonic_ms
 from .compression import CompressionType
 from .config import ProducerConfig
 from .delivery import BulkDeliveries, Delivery, resolve
-from .errors import AioProducerError, KafkaTimeoutError, ProducerClosedError, TransportError
+from .errors import AioProducerError, KafkaTimeoutError, ProducerClosedError, TransactionStateError, TransportError
 from .idempotence import IdempotenceState
 from .memory import MemoryWaiters
 from .models import ProducerRecord, RecordMetadata
@@ -29,6 +29,8 @@ from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
 from .records.layout import BATCH_HEADER_SIZE
 from .sender import Sender
 from .serializers import resolve_serializer
+from .transactions import BatchHooks, TransactionManager
+from .transactions_api import TransactionalMethods
 from .validation import check_topic
 
 __all__ = ["Producer"]
@@ -41,11 +43,12 @@ _NEW, _RUNNING, _CLOSING, _CLOSED = "new", "running", "closing", "closed"
 _YIELD_AFTER_BYTES = 64 * 1024
 
 
-class Producer:
+class Producer(TransactionalMethods):
     """An asyncio Kafka producer. Use as `async with Producer(...) as producer:` or `start()` / `close()`.
 
     Settings are the Java producer's, dots turned to underscores (`linger_ms=5`), or a dict of Java keys
-    (`config={"linger.ms": 5}`). See `ProducerConfig` for every setting and its default.
+    (`config={"linger.ms": 5}`). See `ProducerConfig` for every setting and its default. With `transactional_id`
+    the producer is transactional: see `TransactionalMethods` for begin / commit / abort / send_offsets.
     """
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *, config: Any = None, **settings: Any):
@@ -66,6 +69,7 @@ class Producer:
             guarantee_order=cfg.max_in_flight_requests_per_connection == 1,
         )
         self._memory_waiters = MemoryWaiters(self._accumulator, self._wake, cfg.max_block_ms)
+        self._txn: TransactionManager | None = None  # set by start() when transactional_id is given
 
     def __repr__(self) -> str:
         return f"<Producer {self._state} bootstrap={','.join(self.config.bootstrap_servers)}>"
@@ -90,19 +94,43 @@ class Producer:
             except BaseException:
                 await self._cluster.close()
                 raise
-        self._sender = Sender(
-            self.config,
-            self._accumulator,
-            self._cluster,
-            IdempotenceState(self.config.idempotence),
-            self.config.acks,
-        )
+        idempotence = IdempotenceState(self.config.idempotence)
+        self._sender = Sender(self.config, self._accumulator, self._cluster, idempotence, self.config.acks)
         self._sender.on_batch_done = self._memory_waiters.notify
+        if self.config.transactional_id is not None:
+            self._txn = self._new_transaction_manager(idempotence)
         self._accumulator.loop = self._loop
         self._appender = self._new_appender()
         self._task = self._loop.create_task(self._sender.run(), name="aioproducer-sender")
         self._task.add_done_callback(self._on_sender_exit)
         self._state = _RUNNING
+        if self._txn is not None:
+            # On a timeout the producer stays started: init_transactions() resumes the wait.
+            await self._txn.init(self.config.max_block_ms / 1000)
+
+    def _new_transaction_manager(self, idempotence: IdempotenceState) -> TransactionManager:
+        sender = self._sender
+        manager = TransactionManager(
+            self.config,
+            self._cluster,
+            idempotence,
+            BatchHooks(
+                has_incomplete=lambda: bool(self._accumulator.incomplete),
+                sending_at_once=self._sending_at_once,
+                fail_unsent=sender.fail_unsent,
+                fail_queued=sender.fail_queued,
+                wake_sender=sender.wake,
+            ),
+        )
+        sender.transaction = manager
+        notify_memory = self._memory_waiters.notify
+
+        def on_batch_done() -> None:
+            notify_memory()
+            manager.on_batch_done()
+
+        sender.on_batch_done = on_batch_done
+        return manager
 
     def _new_appender(self) -> Appender:
         cfg = self.config
@@ -126,7 +154,11 @@ class Producer:
         return appender
 
     async def __aenter__(self) -> Producer:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            await self.close(0)  # `async with` would otherwise leave a started producer behind
+            raise
         return self
 
     async def __aexit__(
@@ -149,6 +181,9 @@ class Producer:
         self._accumulator.closing = True
         self._wake()
         try:
+            if self._txn is not None:
+                # Java's Sender aborts an open transaction on close; a commit under way is waited for.
+                await self._txn.close(timeout)
             await self._wait_incomplete(timeout)
         except KafkaTimeoutError:
             log.warning("close(timeout=%s): failing records not delivered in time", timeout)
@@ -216,6 +251,8 @@ class Producer:
         """
         if self._state != _RUNNING:
             raise self._closed_error()
+        if self._txn is not None:
+            self._txn.check_send()
         appender = self._appender
         if appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
             # Before buffering, so that a cancellation here leaves the record unsent, as documented.
@@ -234,6 +271,8 @@ class Producer:
         """
         if self._state != _RUNNING:
             raise self._closed_error()
+        if self._txn is not None:
+            self._txn.check_send()
         batch = records if isinstance(records, Sequence) else list(records)
         appender = self._appender
         bulk: BulkDeliveries = speedups.BulkDeliveries() if speedups is not None else BulkDeliveries()
@@ -321,6 +360,13 @@ class Producer:
         check_topic(topic)
         info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
         return list(range(info.num_partitions))
+
+    def _transaction_manager(self) -> TransactionManager:
+        if self.config.transactional_id is None:
+            raise TransactionStateError("not a transactional producer: create it with transactional_id=...")
+        if self._state != _RUNNING or self._txn is None:
+            raise self._closed_error()
+        return self._txn
 
     def _wake(self) -> None:
         if self._state != _NEW:

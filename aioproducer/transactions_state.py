@@ -124,7 +124,7 @@ class TransactionState:
             return False
         if self.state == State.READY:
             return False
-        self._fail_if_error(Operation.INIT)
+        self.raise_if_error(Operation.INIT)
         if self.state != State.UNINITIALIZED:  # INITIALIZING from COMMITTING/ABORTING is the background's epoch bump
             raise TransactionStateError(f"cannot call init_transactions() while the producer is {self.state.value}")
         self._caller_transition(State.INITIALIZING, Operation.INIT)
@@ -134,7 +134,7 @@ class TransactionState:
     def begin(self) -> None:
         """begin_transaction: READY -> IN_TRANSACTION (local only, as in Java)."""
         self._check_no_pending(Operation.BEGIN)
-        self._fail_if_error(Operation.BEGIN)
+        self.raise_if_error(Operation.BEGIN)
         if self.state == State.UNINITIALIZED or self.state == State.INITIALIZING:
             raise TransactionStateError("begin_transaction before init_transactions completed: initialise first")
         self._caller_transition(State.IN_TRANSACTION, Operation.BEGIN)
@@ -145,7 +145,7 @@ class TransactionState:
         if self.state == State.IN_TRANSACTION:
             return
         self._check_no_pending(Operation.SEND)
-        self._fail_if_error(Operation.SEND)
+        self.raise_if_error(Operation.SEND)
         raise TransactionStateError(
             f"cannot send while the producer is {self.state.value}: a transactional producer sends only between "
             "begin_transaction() and commit_transaction() / abort_transaction()"
@@ -155,7 +155,7 @@ class TransactionState:
         """send_offsets_to_transaction needs an open transaction, no error and no pending init/commit/abort. It is
         not itself a pending operation (as in Java): sends go on meanwhile, and commit waits for it."""
         self._check_no_pending(Operation.SEND_OFFSETS)
-        self._fail_if_error(Operation.SEND_OFFSETS)
+        self.raise_if_error(Operation.SEND_OFFSETS)
         if self.state != State.IN_TRANSACTION:
             raise TransactionStateError(
                 f"send_offsets_to_transaction() needs an open transaction; the producer is {self.state.value}"
@@ -165,7 +165,7 @@ class TransactionState:
         """commit_transaction: True to start it (IN_TRANSACTION -> COMMITTING), False to resume the pending one."""
         if self._resume(Operation.COMMIT):
             return False
-        self._fail_if_error(Operation.COMMIT)
+        self.raise_if_error(Operation.COMMIT)
         self._caller_transition(State.COMMITTING, Operation.COMMIT)
         self._set_pending(Operation.COMMIT)
         return True
@@ -178,7 +178,7 @@ class TransactionState:
         if self._resume(Operation.ABORT):
             return False
         if self.state != State.ABORTABLE_ERROR:
-            self._fail_if_error(Operation.ABORT)
+            self.raise_if_error(Operation.ABORT)
         self._caller_transition(State.ABORTING, Operation.ABORT)
         self._set_pending(Operation.ABORT)
         self.new_partitions.clear()
@@ -317,7 +317,7 @@ class TransactionState:
         """Rule 4: True when `operation` is the pending one (resume it); raises when another one is pending.
         After a fatal error every call raises it (rule 1), the pending one included."""
         if self.state == State.FATAL_ERROR:
-            self._fail_if_error(operation)
+            self.raise_if_error(operation)
         if self.pending_operation is None:
             return False
         if self.pending_operation == operation:
@@ -334,7 +334,7 @@ class TransactionState:
     def _set_pending(self, operation: Operation) -> None:
         self.pending_operation = operation
 
-    def _fail_if_error(self, operation: Operation) -> None:
+    def raise_if_error(self, operation: Operation) -> None:
         """Rule 2/3: in an error state a call raises the error that caused it (Java's maybeFailWithError)."""
         error = self.last_error
         if self.state == State.FATAL_ERROR:

@@ -146,15 +146,16 @@ _FATAL_ON_PRODUCE = frozenset(
 )
 
 
-def verdict(table: Mapping[int, Verdict], code: int) -> Verdict:
-    """The verdict of `table` (one API's) for an error code; 0 is DONE."""
+def verdict(table: Mapping[int, Verdict], code: int, *, unexpected: Verdict = Verdict.FATAL) -> Verdict:
+    """The verdict of `table` (one API's) for an error code; 0 is DONE. A code the table does not name is retried
+    when retriable, else `unexpected` (fatal, except for AddPartitionsToTxn, where Java makes it abortable)."""
     if code == _NONE:
         return Verdict.DONE
     found = table.get(code)
     if found is not None:
         return found
     cls = ERROR_CLASSES.get(code)
-    return Verdict.RETRY if cls is not None and cls.retriable else Verdict.FATAL
+    return Verdict.RETRY if cls is not None and cls.retriable else unexpected
 
 
 def produce_failure_is_fatal(code: int | None) -> bool:

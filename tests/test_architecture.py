@@ -17,7 +17,9 @@ IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 LAYERS = [
     ["spark", "testing"],
     ["producer"],
-    ["appender", "sender"],
+    ["transactions_api"],
+    ["transactions"],
+    ["appender", "sender", "transactions_coordinator"],
     ["cluster"],
     ["connection", "memory"],
     ["security"],
