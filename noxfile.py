@@ -16,8 +16,9 @@ nox.options.reuse_existing_virtualenvs = True
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite against an embedded broker (or AIOPRODUCER_BOOTSTRAP, when set): compiled, then pure."""
-    ensure_java(session)
+    """Run the test suite against real Apache Kafka started from Maven Central's jars (or AIOPRODUCER_BOOTSTRAP,
+    when set), Tansu and librdkafka's mock cluster: compiled, then pure Python."""
+    ensure_java_and_maven(session)
     session.install("-e", ".[test]")
     session.run("pytest", *session.posargs)
     if not session.posargs:
@@ -68,12 +69,15 @@ def profile(session: nox.Session) -> None:
     session.run("python", "-m", "tests.benchmarks.profile_hot_path", *session.posargs)
 
 
-def ensure_java(session: nox.Session) -> None:
-    """The Spark tests need a Java runtime (17 or 21): install Debian's when there is none and we may."""
-    if shutil.which("java"):
+def ensure_java_and_maven(session: nox.Session) -> None:
+    """Real Kafka and Spark need a Java runtime (17 or 21), and Maven fetches Kafka's jars: install Debian's
+    packages for whichever is missing, when we may."""
+    packages = {"java": "openjdk-17-jre-headless", "mvn": "maven"}
+    missing = [package for tool, package in packages.items() if not shutil.which(tool)]
+    if not missing:
         return
     if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
         session.run("apt-get", "update", "-qq", external=True)
-        session.run("apt-get", "install", "-y", "-qq", "openjdk-17-jre-headless", external=True)
+        session.run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing, external=True)
         return
-    session.error("the Spark tests need Java 17 or 21: install it (e.g. apt-get install openjdk-17-jre-headless)")
+    session.error(f"the tests need Java 17 or 21 and Maven: install them (e.g. apt-get install {' '.join(missing)})")
