@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .config import ProducerConfig
@@ -22,8 +22,9 @@ from .errors import (
     MetadataTimeoutError,
     TransportError,
 )
+from .kafka_errors import RebootstrapRequiredError, kafka_error
 from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
-from .protocol import ApiKey
+from .protocol import ApiKey, FinalizedFeatures
 from .security.sasl import SaslCredentials
 from .security.tls import client_context
 
@@ -81,6 +82,8 @@ class Cluster:
         self._closed = False
         self.last_error: BaseException | None = None
         self.auth_error: AuthenticationError | None = None
+        # The newest finalized feature levels any broker reported (Java's ApiVersions keeps the highest epoch).
+        self.features = FinalizedFeatures()
 
     @property
     def metadata(self) -> ClusterMetadata:
@@ -150,6 +153,7 @@ class Cluster:
             response = await conn.request(
                 ApiKey.METADATA, _metadata_body(topics, self._config.allow_auto_create_topics)
             )
+            self._check_top_level_error(response)
             self.state.on_response(ClusterMetadata.from_response(response), topics, monotonic_ms())
             self.last_error = None
         except AuthenticationError as exc:
@@ -164,6 +168,28 @@ class Cluster:
             self._resolve_waiters()
             self._drop_stale_connections()
             self._wake()
+
+    def _check_top_level_error(self, response: Mapping[str, Any]) -> None:
+        """Metadata v13's top-level error (KIP-1102) fails this refresh, which is retried after the backoff.
+
+        REBOOTSTRAP_REQUIRED says our view of the cluster is stale: as Java's NetworkClient does with
+        metadata.recovery.strategy=rebootstrap (the 4.0 default, always on here), forget every broker we know and
+        ask the bootstrap servers again. Unlike Java we also close the connections to the brokers we knew: the
+        same node id may now be another broker. Their requests fail as lost connections and are retried.
+        """
+        code = response.get("error_code", 0)
+        if code == 0:
+            return
+        if code == RebootstrapRequiredError.code:
+            log.info("the cluster asked for a re-bootstrap; asking %s", ", ".join(self._config.bootstrap_servers))
+            self.state.cluster = ClusterMetadata()
+            stale = [*self._connections.values(), self._bootstrap_connection]
+            self._connections.clear()
+            self._bootstrap_connection = None
+            for conn in stale:
+                if conn is not None:
+                    conn.close()
+        raise kafka_error(code)
 
     def _fail_waiters(self, exc: AioProducerError) -> None:
         self.last_error = exc
@@ -277,6 +303,7 @@ class Cluster:
             sasl=SaslCredentials.from_config(self._config),
         )
         conn.on_lost = self._on_connection_lost
+        self.features = self.features.newest(conn.features)
         return conn
 
     def _on_connection_lost(self, conn: BrokerConnection) -> None:
