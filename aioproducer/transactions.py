@@ -88,6 +88,7 @@ class TransactionManager:
         self._config = config
         self._idem = idempotence
         self._hooks = hooks
+        self._cluster = cluster
         self._coordinators = Coordinators(config, cluster)
         self._target = (CoordinatorType.TRANSACTION, config.transactional_id)
         self._operation: asyncio.Task[None] | None = None  # the pending init / commit / abort
@@ -348,7 +349,7 @@ class TransactionManager:
                 _FIRST_BUMPING_INIT_PRODUCER_ID
             )
             if not bump:
-                self.state.set_transaction_version(_transaction_v2(conn), initializing=True)
+                self.state.set_transaction_version(self._transaction_v2(conn), initializing=True)
         log.info(
             "transactional id %r: producer id %s epoch %s (transaction version %s)",
             self.transactional_id,
@@ -560,8 +561,14 @@ class TransactionManager:
     def _recheck_transaction_version(self) -> None:
         """Re-read `transaction.version` for the next transaction (Java's maybeUpdateTransactionV2Enabled)."""
         conn = self._coordinator_conn
-        if conn is not None and not conn.closed:
-            self.state.set_transaction_version(_transaction_v2(conn), initializing=False)
+        if conn is not None:
+            self.state.set_transaction_version(self._transaction_v2(conn), initializing=False)
+
+    def _transaction_v2(self, coordinator: BrokerConnection) -> bool:
+        """Transaction version 2 when the cluster finalized `transaction.version` >= 2 (the newest report of any
+        broker, as Java's ApiVersions) and the coordinator speaks EndTxn v5 (KIP-890 part 2)."""
+        level = self._cluster.features.transaction_version
+        return level >= 2 and coordinator.versions.get(ApiKey.END_TXN, -1) >= _TV2_END_TXN
 
     async def _settle_offsets(self) -> None:
         tasks = [task for task in self._offsets.values() if not task.done()]
@@ -631,11 +638,3 @@ def _version(api: ApiKey) -> Callable[[BrokerConnection], int]:
         return version
 
     return pick
-
-
-def _transaction_v2(conn: BrokerConnection) -> bool:
-    """Transaction version 2 when the cluster finalized `transaction.version` >= 2 and the coordinator speaks
-    EndTxn v5 (KIP-890 part 2)."""
-    features = getattr(conn, "features", None)
-    level = features.transaction_version if features is not None else 0
-    return level >= 2 and conn.versions.get(ApiKey.END_TXN, -1) >= _TV2_END_TXN
