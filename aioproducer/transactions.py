@@ -219,6 +219,7 @@ class TransactionManager:
             state.abortable_error(error)
             # Java's abortUndrainedBatches: what was never sent now fails with the error that doomed the transaction.
             asyncio.get_running_loop().call_soon(self._fail_unsent_after_error)
+            asyncio.get_running_loop().call_soon(self.on_batch_done)  # a commit waiting for batches stops waiting
 
     def on_batch_done(self) -> None:
         waiters, self._batch_waiters = self._batch_waiters, []
@@ -250,11 +251,12 @@ class TransactionManager:
             raise TransactionRequiresAbortError(f"commit_transaction() failed: {refused.error!r}") from refused.error
 
     async def _run_abort(self) -> None:
-        self._hooks.fail_unsent(TransactionAbortedError("the transaction was aborted before this record was sent"))
-        if self._idem.reset_pending:
-            # Sequences broke (a batch failed after others followed it): queued retries cannot be sent in order.
-            # The transaction is aborted anyway, and the epoch bump that follows resets every sequence.
-            self._hooks.fail_queued(TransactionAbortedError("the transaction was aborted before this record was sent"))
+        aborted = TransactionAbortedError("the transaction was aborted before this record was sent")
+        # First what never went out (no sequence to account for), then retries waiting in the queues: none of them
+        # may slip into the next transaction. Their sequences are then broken, and the epoch bump that follows
+        # (or EndTxn v5's new epoch) restarts every sequence. Batches on the wire finish first (flush below).
+        self._hooks.fail_unsent(aborted)
+        self._hooks.fail_queued(aborted)
         try:
             await self._settle_offsets()
             await self._flush()
@@ -270,7 +272,7 @@ class TransactionManager:
                     # with the current epoch makes the coordinator abort whatever is open (KIP-360).
                     log.warning("EndTxn(abort) refused (%r): bumping the epoch instead", refused.error)
                     self.state.epoch_bump_required = True
-            if self._idem.reset_pending and not self.state.epoch_bump_required and not self.state.tv2:
+            if self._idem.epoch_bump_required and not self.state.epoch_bump_required and not self.state.tv2:
                 if not self._can_bump():
                     raise CoordinatorRefused(
                         Verdict.FATAL,
@@ -357,6 +359,7 @@ class TransactionManager:
             new_epoch,
             2 if self.state.tv2 else 1,
         )
+        self._idem.can_bump_epoch = self.state.can_recover_abortable
         self._idem.set_producer_id(new_id, new_epoch)
         self.state.init_done()
         self._hooks.wake_sender()
@@ -540,10 +543,12 @@ class TransactionManager:
             self.state.abortable_error(error)
         if self.state.state is State.ABORTABLE_ERROR:
             self._fail_unsent_after_error()
+            self.on_batch_done()  # a commit waiting for batches stops waiting
 
     def _fatal(self, error: BaseException) -> None:
         """FATAL_ERROR: every buffered record fails with it, every other transactional task stops."""
         self.state.fatal_error(error)
+        self.on_batch_done()  # a commit waiting for batches stops waiting
         self._hooks.fail_queued(error)
         current = asyncio.current_task()
         for task in [self._adder, *self._offsets.values()]:
@@ -583,7 +588,8 @@ class TransactionManager:
         """Until no batch is incomplete, sending everything buffered at once (commit flushes first, as Java)."""
         loop = asyncio.get_running_loop()
         with self._hooks.sending_at_once():
-            while self._hooks.has_incomplete():
+            # A failed transaction stops the wait: what is stuck behind the failure is failed or aborted later.
+            while self._hooks.has_incomplete() and not self.state.has_error:
                 waiter: asyncio.Future[None] = loop.create_future()
                 self._batch_waiters.append(waiter)
                 self._hooks.wake_sender()

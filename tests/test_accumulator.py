@@ -134,7 +134,7 @@ def test_split_halves_a_batch_keeping_records_outcomes_and_memory() -> None:
     indexes = [acc.append(TP, 1000 + i, b"k%d" % i, b"v%d" % i, (("h", b"x"),), 30, lambda: 0)[1] for i in range(5)]
     assert indexes == [0, 1, 2, 3, 4]
     batch = acc.drain([TP], 10**6, IdempotenceState(False))[0]
-    acc.split(batch, retry_at_ms=7)
+    acc.split(batch, IdempotenceState(False))
     halves = list(acc.queues[TP])
     assert [h.record_count for h in halves] == [2, 3]
     # Each record's handle now reads the outcome of the half that carries it, at its index there.
@@ -143,4 +143,6 @@ def test_split_halves_a_batch_keeping_records_outcomes_and_memory() -> None:
     values = [r.value for h in halves for b in read_batches(h.close().encode()) for r in b.records]
     assert values == [b"v%d" % i for i in range(5)]
     assert sum(h.reserved_bytes for h in halves) == 150 and acc.used_bytes == 150
-    assert all(h.retry_at_ms == 7 for h in halves) and batch not in acc.incomplete
+    # A split is not a retry: the halves go out at once, without a backoff (Java's splitAndReenqueue).
+    assert acc.ready(0, lambda tp: 1).ready == {1: [TP]} and batch not in acc.incomplete
+

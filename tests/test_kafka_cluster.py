@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -188,14 +189,45 @@ def test_a_killed_owner_takes_its_processes_and_scratch_directory_with_it(tmp_pa
 # -- real Kafka ---------------------------------------------------------------------------------------------------
 
 
-def test_a_node_that_cannot_start_raises_with_its_log_and_leaves_nothing_running() -> None:
-    cluster = KafkaCluster(nodes=1, broker_config={"num.network.threads": "not-a-number"})
-    with pytest.raises(KafkaSetupError, match=r"num\.network\.threads") as caught:
+class RecordingCluster(KafkaCluster):
+    """Remembers its scratch directory, which `close` forgets."""
+
+    scratch: list[Path]
+
+    def close(self) -> None:
+        self.scratch = [*getattr(self, "scratch", []), *([self._workdir] if self._workdir else [])]
+        super().close()
+
+
+def _processes_under(directory: Path) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if str(directory) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize(
+    ("broker_config", "failure"),
+    [
+        # StorageTool parses the whole configuration: caught while formatting.
+        ({"num.network.threads": "not-a-number"}, r"formatting the KRaft storage failed(.|\n)*num\.network\.threads"),
+        # Only the running broker opens its keystore: the node exits while starting.
+        ({"ssl.keystore.location": "/nonexistent/keystore.pem"}, r"Kafka node 1 exited(.|\n)*nonexistent"),
+    ],
+)
+def test_a_node_that_cannot_start_raises_with_its_log_and_leaves_nothing_behind(
+    broker_config: dict[str, str], failure: str
+) -> None:
+    cluster = RecordingCluster(nodes=1, broker_config=broker_config)
+    with pytest.raises(KafkaSetupError, match=failure):
         cluster.start()
-    assert "Kafka node 1" in str(caught.value) or "formatting" in str(caught.value)
-    assert cluster._nodes == {}
-    leftover = subprocess.run(["pgrep", "-f", cluster.cluster_id], capture_output=True, text=True, check=False)
-    assert leftover.stdout == ""
+    assert cluster.scratch and all(not directory.exists() for directory in cluster.scratch)
+    assert [pid for directory in cluster.scratch for pid in _processes_under(directory)] == []
 
 
 def test_the_single_node_serves_admin_work_and_names_its_leader(kafka_cluster: KafkaCluster) -> None:
@@ -220,3 +252,52 @@ def test_a_killed_leader_is_replaced_and_comes_back(kafka_cluster_3: KafkaCluste
     kafka_cluster_3.start_node(old)
     assert kafka_cluster_3.is_running(old)
     assert "Kafka Server started" in kafka_cluster_3.log_tail(old)
+
+
+def test_every_listener_of_the_session_node_is_reachable(kafka_cluster: KafkaCluster) -> None:
+    for listener in ("PLAINTEXT", "SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL"):
+        host, port = kafka_cluster.bootstrap(listener).rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=5):
+            pass
+    assert Path(kafka_cluster.ca_file).read_text().startswith("-----BEGIN CERTIFICATE-----")
+    assert Path(kafka_cluster.client_key_file).read_text().startswith("-----BEGIN PRIVATE KEY-----")
+    assert kafka_cluster.credentials.password not in repr(kafka_cluster.credentials)
+
+
+def test_a_paused_node_answers_nothing_until_resumed(kafka_cluster: KafkaCluster) -> None:
+    host, port = kafka_cluster.bootstrap().rsplit(":", 1)
+    kafka_cluster.pause(1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=5) as connection:
+            # ApiVersions v0: size, api key 18, version 0, correlation id 7, no client id.
+            connection.sendall(bytes.fromhex("0000000a0012000000000007ffff"))
+            connection.settimeout(1.0)
+            with pytest.raises(TimeoutError):
+                connection.recv(4)
+            kafka_cluster.resume(1)
+            connection.settimeout(10.0)
+            assert connection.recv(8)[4:8] == bytes.fromhex("00000007")
+    finally:
+        kafka_cluster.resume(1)
+
+
+def test_a_stopped_node_restarts_with_its_data(kafka_cluster: KafkaCluster) -> None:
+    topic = kafka_cluster.create_topic("kc-restart", 1)
+    pid = kafka_cluster.pid(1)
+    kafka_cluster.restart(1)
+    assert kafka_cluster.pid(1) != pid
+    assert kafka_cluster.partition_state(topic, 0).leader == 1
+    kafka_cluster.stop(1)
+    assert not kafka_cluster.is_running(1)
+    # The session fixture's clean-up (heal) starts it again for the next test.
+
+
+def test_broker_only_nodes_join_a_single_controller() -> None:
+    with KafkaCluster(nodes=2, controllers=1) as cluster:
+        roles = [
+            _properties((cluster.workdir / f"node-{n}" / "server.properties").read_text())["process.roles"]
+            for n in (1, 2)
+        ]
+        assert roles == ["broker,controller", "broker"]
+        topic = cluster.create_topic("two", 2, replication_factor=2)
+        assert sorted(cluster.partition_state(topic, 0).replicas) == [1, 2]

@@ -9,8 +9,8 @@ import socket
 import struct
 import subprocess
 import sys
-import types
 import time
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 

@@ -175,7 +175,8 @@ async def test_consume_transform_produce_commits_offsets_only_with_the_transacti
     finally:
         consumer.close()
     deadline = time.monotonic() + 30
-    while len(output := values(bootstrap, sink, "read_committed")) < 10 and time.monotonic() < deadline:
+    while len(output := values(bootstrap, sink, "read_committed")) < 10:
+        assert time.monotonic() < deadline, f"{len(output)} of 10 outputs visible"
         await asyncio.sleep(0.2)
     assert sorted(output) == sorted(b"out-in-%d" % i for i in range(10))
 

@@ -7,6 +7,7 @@ Owns the cluster's scratch directory, ports and node processes; the jars come fr
 from __future__ import annotations
 
 import base64
+import secrets
 import shutil
 import socket
 import subprocess
@@ -16,7 +17,7 @@ import uuid
 import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -24,11 +25,21 @@ from typing import Any
 from aioproducer.errors import ConfigError, KafkaTimeoutError
 from aioproducer.testing import kafka_admin
 from aioproducer.testing.kafka_admin import PartitionState
-from aioproducer.testing.kafka_config import NodeLayout, log4j2_properties, render_properties
+from aioproducer.testing.kafka_certs import ClusterCertificates, write_certificates
+from aioproducer.testing.kafka_config import (
+    CLIENT_LISTENERS,
+    SASL_MECHANISMS,
+    SASL_PLAINTEXT_MECHANISMS,
+    NodeLayout,
+    log4j2_properties,
+    render_properties,
+    scram_format_arguments,
+    security_properties,
+)
 from aioproducer.testing.kafka_jars import DEFAULT_KAFKA_VERSION, KafkaSetupError, kafka_libs
 from aioproducer.testing.kafka_process import JvmProcess, Watchdog, jvm_command
 
-__all__ = ["KafkaCluster"]
+__all__ = ["KafkaCluster", "SaslCredentials"]
 
 _POLL_S = 0.05
 _FORMAT_TIMEOUT_S = 120.0
@@ -67,8 +78,20 @@ def _accepts(host: str, port: int) -> bool:
         return False
 
 
+def _without(ports: Mapping[str, int], name: str = "CONTROLLER") -> dict[str, int]:
+    return {key: value for key, value in ports.items() if key != name}
+
+
 def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _first_error(output: str) -> str:
+    # The tail of a failed start is mostly a Java stack trace; the reason is in its first error or exception line.
+    for line in output.splitlines():
+        if " ERROR " in line or ("Exception" in line and not line.startswith("\t")):
+            return line.strip()
+    return "(no error line in its log)"
 
 
 def _confluent_admin() -> Any:
@@ -77,6 +100,15 @@ def _confluent_admin() -> Any:
     except ImportError as exc:
         raise ImportError("KafkaCluster needs confluent-kafka: `pip install aioproducer[testing]`") from exc
     return confluent_kafka.admin
+
+
+@dataclass(frozen=True)
+class SaslCredentials:
+    """The cluster's SASL user: valid for PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 on both SASL listeners."""
+
+    username: str
+    password: str = field(repr=False)
+    mechanisms: tuple[str, ...] = SASL_MECHANISMS
 
 
 class _PortTakenError(KafkaSetupError):
@@ -93,11 +125,18 @@ class _Node:
 
 
 class KafkaCluster:
-    """Apache Kafka `version` (4.1.1 by default, jars from Maven Central) with `nodes` combined KRaft nodes.
+    """Apache Kafka `version` (4.1.1 by default, jars from Maven Central) with `nodes` KRaft nodes.
 
-    Each node listens on free loopback ports chosen at start, so several clusters can run side by side. Node ids
-    are 1..`nodes`. Use `with KafkaCluster(nodes=3) as kc:` (or `start`/`close`); `close` kills every node and
-    removes the scratch directory. If this process dies without closing, a watchdog process kills the nodes.
+    Nodes 1..`controllers` (all by default) are combined broker+controller nodes forming the controller quorum;
+    the others are brokers only. Each node listens on free loopback ports chosen at start, so several clusters
+    can run side by side. Client listeners (`bootstrap(listener)`): PLAINTEXT; SSL (server certificate signed by
+    `ca_file`, for 127.0.0.1 and localhost); MTLS (SSL that requires a client certificate: `client_cert_file`,
+    `client_key_file`); SASL_PLAINTEXT and SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 for `credentials`;
+    SASL_PLAINTEXT also OAUTHBEARER with unsigned tokens, see `unsecured_oauth_token`). Brokers talk to each
+    other over PLAINTEXT.
+
+    Use `with KafkaCluster(nodes=3) as kc:` (or `start`/`close`); `close` kills every node and removes the
+    scratch directory. If this process dies without closing, a watchdog process kills the nodes.
 
     Settings (see `kafka_config`): one node replicates once; three nodes replicate three times with
     `min.insync.replicas=2`. Failover is tuned to seconds (`kafka_config.FAILOVER_TUNING`). Topics are
@@ -109,6 +148,7 @@ class KafkaCluster:
         self,
         nodes: int = 1,
         *,
+        controllers: int | None = None,
         version: str = DEFAULT_KAFKA_VERSION,
         broker_config: Mapping[str, str] | None = None,
         host: str = "127.0.0.1",
@@ -117,14 +157,19 @@ class KafkaCluster:
     ) -> None:
         if nodes < 1:
             raise ConfigError(f"a cluster needs at least one node, got {nodes}")
+        if controllers is not None and not 1 <= controllers <= nodes:
+            raise ConfigError(f"controllers must be in 1..{nodes}, got {controllers}")
         self.node_count = nodes
+        self.controller_count = nodes if controllers is None else controllers
         self.version = version
         self.broker_config = dict(broker_config or {})
         self.host = host
         self.heap_mb = heap_mb
         self.startup_timeout_s = startup_timeout_s
         self.cluster_id = _random_cluster_id()
+        self.credentials = SaslCredentials("aioproducer", secrets.token_urlsafe(16))
         self.startup_s: float | None = None
+        self._certificates: ClusterCertificates | None = None
         self._nodes: dict[int, _Node] = {}
         self._libs: Path | None = None
         self._workdir: Path | None = None
@@ -152,6 +197,62 @@ class KafkaCluster:
     def bootstrap_servers(self) -> str:
         """The PLAINTEXT listener of every node."""
         return self.bootstrap("PLAINTEXT")
+
+    @property
+    def certificates(self) -> ClusterCertificates:
+        if self._certificates is None:
+            raise KafkaSetupError("the cluster is not started")
+        return self._certificates
+
+    @property
+    def ca_file(self) -> str:
+        """The PEM file of the CA that signed the brokers' (and the client's) certificate."""
+        return str(self.certificates.ca_file)
+
+    @property
+    def client_cert_file(self) -> str:
+        """A client certificate the MTLS listener accepts (PEM), with `client_key_file` (PKCS#8 PEM)."""
+        return str(self.certificates.client_cert_file)
+
+    @property
+    def client_key_file(self) -> str:
+        return str(self.certificates.client_key_file)
+
+    def client_config(self, listener: str = "PLAINTEXT", sasl_mechanism: str | None = None) -> dict[str, Any]:
+        """`ProducerConfig` keyword arguments to connect to `listener` (a SASL listener needs `sasl_mechanism`)."""
+        settings: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap(listener),
+            "security_protocol": CLIENT_LISTENERS[listener],
+        }
+        if "SSL" in CLIENT_LISTENERS[listener]:
+            settings["ssl_cafile"] = self.ca_file
+        if listener == "MTLS":
+            settings["ssl_certfile"] = self.client_cert_file
+            settings["ssl_keyfile"] = self.client_key_file
+        if listener.startswith("SASL_"):
+            if sasl_mechanism not in SASL_PLAINTEXT_MECHANISMS:
+                raise ConfigError(f"listener {listener} needs a sasl_mechanism of {SASL_PLAINTEXT_MECHANISMS}")
+            settings["sasl_mechanism"] = sasl_mechanism
+            # OAUTHBEARER takes a token provider instead: see `unsecured_oauth_token`.
+            if sasl_mechanism != "OAUTHBEARER":
+                settings["sasl_plain_username"] = self.credentials.username
+                settings["sasl_plain_password"] = self.credentials.password
+        return settings
+
+    def librdkafka_config(self, listener: str = "PLAINTEXT", sasl_mechanism: str | None = None) -> dict[str, str]:
+        """The same connection as `client_config`, in librdkafka's (confluent-kafka's) property names."""
+        ours = self.client_config(listener, sasl_mechanism)
+        names = {
+            "bootstrap_servers": "bootstrap.servers",
+            "security_protocol": "security.protocol",
+            "ssl_cafile": "ssl.ca.location",
+            "ssl_certfile": "ssl.certificate.location",
+            "ssl_keyfile": "ssl.key.location",
+            "sasl_mechanism": "sasl.mechanism",
+            "sasl_plain_username": "sasl.username",
+            "sasl_plain_password": "sasl.password",
+        }
+        return {names[key]: str(value) for key, value in ours.items()}
 
     @property
     def workdir(self) -> Path:
@@ -192,11 +293,21 @@ class KafkaCluster:
         self._finalizer = weakref.finalize(self, _shutdown, self._nodes, self._watchdog, self._workdir)
         log4j = self._workdir / "log4j2.properties"
         log4j.write_text(log4j2_properties())
+        self._certificates = write_certificates(self._workdir / "tls", (self.host, "localhost"))
+        security = security_properties(
+            str(self._certificates.ca_file),
+            str(self._certificates.broker_keystore),
+            self.credentials.username,
+            self.credentials.password,
+        )
         layouts = self._layouts()
         for layout in layouts:
             directory = self._workdir / f"node-{layout.node_id}"
             directory.mkdir()
-            (directory / "server.properties").write_text(render_properties(layout, layouts, extra=self.broker_config))
+            voters = layouts[: self.controller_count]
+            extra = {**security, **self.broker_config}
+            properties = render_properties(layout, voters, size=self.node_count, extra=extra)
+            (directory / "server.properties").write_text(properties)
             command = jvm_command(
                 "kafka.Kafka",
                 self._require_libs(),
@@ -215,17 +326,23 @@ class KafkaCluster:
         self._wait_cluster_metadata(deadline)
 
     def _layouts(self) -> list[NodeLayout]:
-        listeners = ["PLAINTEXT", "CONTROLLER"]
+        listeners = [*CLIENT_LISTENERS, "CONTROLLER"]
         ports = iter(_free_ports(self.host, len(listeners) * self.node_count))
         workdir = self.workdir
-        return [
+        layouts = [
             NodeLayout(
                 node_id=node_id,
                 ports={name: next(ports) for name in listeners},
                 log_dir=str(workdir / f"node-{node_id}" / "data"),
                 host=self.host,
+                protocols=CLIENT_LISTENERS,
             )
             for node_id in self.node_ids
+        ]
+        # A broker-only node has no CONTROLLER listener (its port stays unused).
+        return [
+            layout if layout.node_id <= self.controller_count else replace(layout, ports=_without(layout.ports))
+            for layout in layouts
         ]
 
     def _require_libs(self) -> Path:
@@ -240,7 +357,14 @@ class KafkaCluster:
             command = jvm_command(
                 "kafka.tools.StorageTool",
                 self._require_libs(),
-                ["format", "-t", self.cluster_id, "-c", str(node.directory / "server.properties")],
+                [
+                    "format",
+                    "-t",
+                    self.cluster_id,
+                    "-c",
+                    str(node.directory / "server.properties"),
+                    *scram_format_arguments(self.credentials.username, self.credentials.password),
+                ],
                 heap_mb=256,
             )
             output = (node.directory / "format.log").open("wb")
@@ -284,8 +408,8 @@ class KafkaCluster:
                 output = self._output_since_start(node)
                 error = _PortTakenError if _PORT_TAKEN in output else KafkaSetupError
                 raise error(
-                    f"Kafka node {node.layout.node_id} exited with {node.process.returncode} while starting; "
-                    f"its log:\n{node.process.log_tail()}"
+                    f"Kafka node {node.layout.node_id} exited with {node.process.returncode} while starting: "
+                    f"{_first_error(output)}\nits log:\n{node.process.log_tail()}"
                 )
             if marker in self._output_since_start(node) and _accepts(self.host, port):
                 return
@@ -325,6 +449,7 @@ class KafkaCluster:
         self._nodes = {}
         self._watchdog = None
         self._workdir = None
+        self._certificates = None
 
     def __enter__(self) -> KafkaCluster:
         self.start()
@@ -405,15 +530,18 @@ class KafkaCluster:
         *,
         replication_factor: int = -1,
         config: Mapping[str, str] | None = None,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
         timeout_s: float = 30.0,
     ) -> str:
-        """Create `topic` (replication -1: the cluster's default) with topic `config`; wait for its leaders."""
+        """Create `topic` (replication -1: the cluster's default) with topic `config`, or with each partition's
+        replicas given (preferred leader first); wait until its leaders take writes."""
         kafka_admin.create_topic(
             self._live_bootstrap(),
             topic,
             partitions,
             replication_factor=replication_factor,
             config=config,
+            replica_assignment=replica_assignment,
             timeout_s=timeout_s,
         )
         return topic

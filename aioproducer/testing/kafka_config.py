@@ -9,11 +9,29 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
+    "CLIENT_LISTENERS",
     "FAILOVER_TUNING",
+    "SASL_MECHANISMS",
+    "SASL_PLAINTEXT_MECHANISMS",
     "NodeLayout",
     "log4j2_properties",
     "render_properties",
+    "scram_format_arguments",
+    "security_properties",
 ]
+
+# Client listener name -> security protocol. MTLS is TLS that requires a client certificate signed by the cluster's CA.
+CLIENT_LISTENERS: Mapping[str, str] = {
+    "PLAINTEXT": "PLAINTEXT",
+    "SSL": "SSL",
+    "SASL_PLAINTEXT": "SASL_PLAINTEXT",
+    "SASL_SSL": "SASL_SSL",
+    "MTLS": "SSL",
+}
+# What both SASL listeners enable for the cluster's user; SASL_PLAINTEXT adds OAUTHBEARER (unsecured tokens).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_PLAINTEXT_MECHANISMS = (*SASL_MECHANISMS, "OAUTHBEARER")
+_SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 # Faster failover than Kafka's defaults, so fault tests take seconds (KIP-631's broker heartbeats):
 # - a broker that stops heartbeating is fenced after 4 s (default 9 s), and its partitions get new leaders;
@@ -59,22 +77,26 @@ def render_properties(
     node: NodeLayout,
     voters: Sequence[NodeLayout],
     *,
+    size: int | None = None,
     extra: Mapping[str, str] = {},
 ) -> str:
-    """`server.properties` for `node` in a static quorum of `voters` (combined broker + controller nodes).
+    """`server.properties` for `node` in a static quorum of `voters`: a combined broker + controller node when it is
+    one of them, else a broker only. `size` is the number of brokers (every node is one).
 
-    Replication settings follow the cluster size: one node replicates everything once; three or more replicate
+    Replication settings follow the cluster size: one broker replicates everything once; three or more replicate
     three times with `min.insync.replicas=2`, Kafka's production advice. `extra` overrides anything rendered here.
     """
-    size = len(voters)
+    size = len(voters) if size is None else size
+    controller = "CONTROLLER" in node.ports
     replication = 1 if size < 3 else 3
     min_isr = 1 if size < 3 else 2
     client = [name for name in node.ports if name != "CONTROLLER"]
-    listeners = ",".join(f"{name}://{_address(node.host, node.ports[name])}" for name in [*client, "CONTROLLER"])
+    own = [*client, "CONTROLLER"] if controller else client
+    listeners = ",".join(f"{name}://{_address(node.host, node.ports[name])}" for name in own)
     advertised = ",".join(f"{name}://{_address(node.host, node.ports[name])}" for name in client)
     protocol_map = ",".join(f"{name}:{node.protocols[name]}" for name in client)
     values: dict[str, str] = {
-        "process.roles": "broker,controller",
+        "process.roles": "broker,controller" if controller else "broker",
         "node.id": str(node.node_id),
         "controller.quorum.voters": ",".join(f"{v.node_id}@{_address(v.host, v.ports['CONTROLLER'])}" for v in voters),
         "listeners": listeners,
@@ -101,6 +123,47 @@ def render_properties(
         **extra,
     }
     return "".join(f"{key}={value}\n" for key, value in values.items())
+
+
+def security_properties(ca_file: str, keystore: str, username: str, password: str) -> dict[str, str]:
+    """TLS from PEM files for every SSL listener, and SASL for one user on both SASL listeners.
+
+    PLAIN users live in the listener's JAAS line (`user_<name>="<password>"`); SCRAM users live in the cluster
+    metadata, created at format time (`scram_format_arguments`). SASL_PLAINTEXT also takes OAUTHBEARER with
+    Kafka's unsecured-token validator (any unsigned JWT with `sub` and `exp`, KIP-255); SASL_SSL does not, so a
+    client can meet a real broker's UNSUPPORTED_SASL_MECHANISM. The broker's key must be unencrypted PKCS#8.
+    """
+    values = {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": keystore,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": ca_file,
+        "listener.name.mtls.ssl.client.auth": "required",
+        # Kafka's default is GSSAPI only.
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": ",".join(SASL_PLAINTEXT_MECHANISMS),
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'unsecuredLoginStringClaim_sub="broker";'
+        ),
+    }
+    for listener in ("sasl_plaintext", "sasl_ssl"):
+        values[f"listener.name.{listener}.plain.sasl.jaas.config"] = (
+            f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{username}="{password}";'
+        )
+        for mechanism in _SCRAM:
+            values[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            )
+    return values
+
+
+def scram_format_arguments(username: str, password: str) -> list[str]:
+    """`StorageTool format` arguments creating `username` for both SCRAM mechanisms (KIP-900)."""
+    arguments = []
+    for mechanism in _SCRAM:
+        arguments += ["--add-scram", f"{mechanism}=[name={username},password={password}]"]
+    return arguments
 
 
 def log4j2_properties() -> str:
