@@ -196,8 +196,12 @@ class Producer(TransactionalMethods):
         self._begin_closing()
         try:
             if self._txn is not None:
-                # Java's Sender aborts an open transaction on close; a commit under way is waited for.
+                # Java's Sender aborts an open transaction on close; a commit under way is waited for. Both share
+                # the one timeout with the flush below.
+                started = self._loop.time()
                 await self._txn.close(timeout)
+                if timeout is not None:
+                    timeout = max(0.0, timeout - (self._loop.time() - started))
             await self._wait_incomplete(timeout)
         except KafkaTimeoutError:
             log.warning("close(timeout=%s): failing records not delivered in time", timeout)
