@@ -32,17 +32,19 @@ def tests(session: nox.Session) -> None:
     core suites on Kafka 3.9."""
     ensure_java_and_maven(session)
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", *(session.posargs or ["--durations=25"]))
     if session.posargs:
         return
     # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get). The Spark
-    # tests and the twin comparisons need the compiled parts; the fixture's own tests and the multi-node failover
-    # exercise no compiled code: those run only above.
+    # tests and the twin comparisons need the compiled parts; the fixture's own tests, the multi-node failover and
+    # the fresh-project test exercise no compiled code: those run only above.
     session.run(
         "pytest",
+        "--durations=10",
         "--ignore=tests/test_spark.py",
         "--ignore=tests/test_speedups.py",
         "--ignore=tests/test_speedups_hostile.py",
+        "--ignore=tests/test_fresh_project.py",  # it installs a pure-Python wheel itself
         "--ignore=tests/test_kafka_cluster.py",
         "--ignore=tests/test_kafka_failover.py",
         env={"AIOPRODUCER_NO_EXTENSIONS": "1"},
@@ -78,8 +80,11 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Side-by-side benchmark against aiokafka, confluent-kafka (AIOProducer, Producer) and kafka-python on an
-    embedded broker; writes tests/benchmarks/results/. `-- --quick` is a ~2-minute smoke run, the full run ~15."""
+    """Side-by-side benchmark against aiokafka, confluent-kafka (AIOProducer, Producer), kafka-python and the Java
+    producer (kafka-clients, compiled here: needs a JDK), on Tansu and on real Apache Kafka; writes
+    tests/benchmarks/results/. `-- --quick` is a ~3-minute smoke run, the full run ~30; `-- --brokers tansu`
+    skips real Kafka."""
+    ensure_java_and_maven(session, jdk=True)
     session.install("-e", ".[snappy,testing]", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib")
     session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
 
@@ -100,10 +105,12 @@ def profile(session: nox.Session) -> None:
     session.run("python", "-m", "tests.benchmarks.profile_hot_path", *session.posargs)
 
 
-def ensure_java_and_maven(session: nox.Session) -> None:
+def ensure_java_and_maven(session: nox.Session, *, jdk: bool = False) -> None:
     """Real Kafka and Spark need a Java runtime (17 or 21), and Maven fetches Kafka's jars: install Debian's
-    packages for whichever is missing, when we may."""
+    packages for whichever is missing, when we may. `jdk`: also javac (the benchmark compiles its Java peer)."""
     packages = {"java": "openjdk-17-jre-headless", "mvn": "maven"}
+    if jdk:
+        packages["javac"] = "openjdk-17-jdk-headless"
     missing = [package for tool, package in packages.items() if not shutil.which(tool)]
     if not missing:
         return

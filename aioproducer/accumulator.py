@@ -231,7 +231,11 @@ class RecordAccumulator(AccumulatorFields):
         return check
 
     def drain(
-        self, partitions: Sequence[TopicPartition], max_request_size: int, idempotence: IdempotenceState
+        self,
+        partitions: Sequence[TopicPartition],
+        max_request_size: int,
+        idempotence: IdempotenceState,
+        now_ms: int = 0,
     ) -> list[ProducerBatch]:
         """Take at most one batch per partition for one Produce request, within `max_request_size`, each as
         `idempotence` allows (idempotence.R4, R5); it stamps what it lets go."""
@@ -255,7 +259,7 @@ class RecordAccumulator(AccumulatorFields):
                 break
             queue.popleft()
             size += batch_size
-            idempotence.on_drain(head)
+            idempotence.on_drain(head, now_ms)
             head.in_flight = True
             if self.guarantee_order:
                 self.muted.add(tp)

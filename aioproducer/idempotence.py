@@ -18,13 +18,18 @@ R3  Streams. Each partition numbers its batches in one stream: an (id, epoch), t
 R4  A stamped batch (a retry, a split part) is sent only as its partition's first tracked batch, so a retry never
     overtakes nor is overtaken (Java: firstInFlightSequence).
 R5  A new batch is stamped only if its partition is neither unresolved (R8) nor broken (R9), has fewer than
-    `MAX_TRACKED_PER_PARTITION` batches tracked or on the wire (a broker remembers a producer's last 5 batches per
-    partition to recognise a resend), and its stream is the producer's current (id, epoch); a stream of an older
-    identity moves to the current one, from sequence 0, once nothing of it is tracked or on the wire (Java:
+    `MAX_TRACKED_PER_PARTITION` batches tracked or on the wire and none being retried (a broker remembers a
+    producer's last 5 batches per partition to recognise a resend: a batch that may be written must stay among
+    them until acknowledged), has no *probe* out (a batch stamped when the broker may have no state for the
+    producer: the stream's first, or the first after `IDLE_PROBE_MS` with nothing out, as retention or
+    producer.id.expiration.ms make a broker forget; such a broker takes any sequence, so a second batch could
+    overtake the first), and its stream is the producer's current (id, epoch); a stream of an older identity
+    moves to the current one, from sequence 0, once nothing of it is tracked or on the wire (Java:
     maybeUpdateProducerIdAndEpoch).
 R6  MESSAGE_TOO_LARGE for a batch of several records: split it. The parts take consecutive slices of its sequence
     range under its id and epoch, and its place in the sequence order; no epoch bump (Java: splitAndReenqueue,
-    insertInSequenceOrder).
+    insertInSequenceOrder). A part of a batch that may have been written whole proves nothing by an
+    OUT_OF_ORDER_SEQUENCE_NUMBER (the broker knows the whole by other bounds): it fails, its outcome unknown.
 R7  Answers. NONE: the last acknowledged sequence moves up. DUPLICATE_SEQUENCE_NUMBER: the broker has the batch
     already (older brokers, Tansu): delivered, offset unknown. OUT_OF_ORDER_SEQUENCE_NUMBER proves the broker does
     not have the batch (a resend of one it has is recognised, R5); for the first tracked batch, or the one right
@@ -70,6 +75,7 @@ from .errors import DeliveryTimeoutError
 from .kafka_errors import kafka_error
 
 __all__ = [
+    "IDLE_PROBE_MS",
     "MAX_TRACKED_PER_PARTITION",
     "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID",
@@ -89,6 +95,8 @@ NO_SEQUENCE = -1
 # ProducerStateEntry.NUM_BATCHES_TO_RETAIN: how many of a producer's last batches a broker keeps per partition to
 # recognise a resend. More batches tracked at once could make a written, unacknowledged one unrecognisable.
 MAX_TRACKED_PER_PARTITION = 5
+# R5: after this long with nothing out and no acknowledgement, a partition's broker may have forgotten the producer.
+IDLE_PROBE_MS = 1000
 _MAX_EPOCH = 32767  # Short.MAX_VALUE: past it, a new producer id (Java: resetIdempotentProducerId)
 _SEQUENCE_SPAN = 2**31  # sequences wrap to 0 after Integer.MAX_VALUE (DefaultRecordBatch.incrementSequence)
 _MAX_RETRIES = 2**31 - 1
@@ -158,18 +166,23 @@ class _Stream:
     next_sequence: int = 0
     last_acked: int = NO_SEQUENCE
     last_acked_offset: int = -1
+    last_ack_ms: int = 0
     tracked: list[SequencedBatch] = field(default_factory=list)  # in sequence order
     on_wire: int = 0  # batches of this partition on the wire, tracked or not
     # Of those, batches already failed (delivery timeout) whose answer has not come (by identity).
     stray_on_wire: dict[int, SequencedBatch] = field(default_factory=dict)
     unresolved_next: int | None = None  # R8: the sequence after a hole of unknown fate
+    # R5: a batch stamped while nothing of the partition was out; the next new batch waits for its answer.
+    probe: SequencedBatch | None = None
+    # R6: parts of a split batch that may have been written whole (by id): their refusal proves nothing.
+    uncertain_parts: set[int] = field(default_factory=set)
     broken_at: int | None = None  # R9: batches from here on were never written
 
     def restart(self, producer_id: int, producer_epoch: int) -> None:
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
         self.next_sequence = 0
         self.last_acked = NO_SEQUENCE
-        self.unresolved_next = self.broken_at = None
+        self.unresolved_next = self.broken_at = self.probe = None
 
     def first_tracked_before(self, sequence: int) -> bool:
         return bool(self.tracked) and self.tracked[0].base_sequence < sequence
@@ -270,11 +283,13 @@ class IdempotenceState:
             return False
         if (stream.producer_id, stream.producer_epoch) != (self.producer_id, self.producer_epoch):
             return not stream.tracked and stream.on_wire == 0
-        if stream.last_acked == NO_SEQUENCE and (stream.tracked or stream.stray_on_wire):
+        if stream.probe is not None:
             return False  # R5: a broker with no state for the producer takes any sequence: one at a time
+        if any(tracked.attempts for tracked in stream.tracked):
+            return False  # R5: a retried batch must stay among the last 5 the broker remembers
         return len(stream.tracked) + len(stream.stray_on_wire) < MAX_TRACKED_PER_PARTITION
 
-    def on_drain(self, batch: SequencedBatch) -> None:
+    def on_drain(self, batch: SequencedBatch, now_ms: int = 0) -> None:
         """The batch goes out now: stamp it if new (R2, R5) and count it on the wire."""
         if not self.enabled:
             return
@@ -285,6 +300,9 @@ class IdempotenceState:
             batch.producer_id, batch.producer_epoch = stream.producer_id, stream.producer_epoch
             batch.base_sequence = stream.next_sequence
             stream.next_sequence += batch.record_count
+            idle = stream.last_acked == NO_SEQUENCE or now_ms - stream.last_ack_ms >= IDLE_PROBE_MS
+            if idle and not stream.tracked and stream.on_wire == 0:
+                stream.probe = batch  # R5: the broker may have no state for the producer
             stream.tracked.append(batch)
         stream.on_wire += 1
 
@@ -308,7 +326,7 @@ class IdempotenceState:
         """A Produce answer for the batch (its partition's part of it): what to do next."""
         stream = self._off_wire(batch)
         if error_code == 0 or (error_code == _DUPLICATE_SEQUENCE_NUMBER and stream is not None):
-            self._acked(batch, stream, base_offset)
+            self._acked(batch, stream, base_offset, now_ms)
             return _DONE
         if error_code in _MAYBE_APPENDED:
             batch.maybe_written = True
@@ -318,7 +336,7 @@ class IdempotenceState:
         # Java: Sender.canRetry checks the limits first, so TransactionManager.canRetry acts only within them.
         if self._within_limits(batch, now_ms) and self._can_retry(batch, stream, error_code, log_start_offset, error):
             return _RETRY
-        if error_code == _OUT_OF_ORDER_SEQUENCE_NUMBER:
+        if error_code == _OUT_OF_ORDER_SEQUENCE_NUMBER and (stream is None or id(batch) not in stream.uncertain_parts):
             batch.maybe_written = False  # R7: refused, so not written
         self._fail(batch, stream, error_code, error)
         if error.retriable and self._timed_out(batch, now_ms):
@@ -336,14 +354,14 @@ class IdempotenceState:
             error = self.timeout_error(batch, now_ms, error)
         return Decision(Action.FAIL, error)
 
-    def on_late_response(self, batch: SequencedBatch, error_code: int, base_offset: int = -1) -> None:
+    def on_late_response(self, batch: SequencedBatch, error_code: int, base_offset: int = -1, now_ms: int = 0) -> None:
         """An answer (-1: none) for a batch failed while it was on the wire (delivery timeout): bookkeeping only."""
         stream = self._off_wire(batch)
         if stream is None:
             return
         stream.stray_on_wire.pop(id(batch), None)
         if error_code == 0 or error_code == _DUPLICATE_SEQUENCE_NUMBER:
-            self._acked(batch, stream, base_offset)
+            self._acked(batch, stream, base_offset, now_ms)
 
     def on_split(self, batch: SequencedBatch, parts: Sequence[SequencedBatch]) -> None:
         """R6: the parts inherit the batch's stamp, in slices, and its place among the tracked batches."""
@@ -355,9 +373,13 @@ class IdempotenceState:
             part.producer_id, part.producer_epoch = batch.producer_id, batch.producer_epoch
             part.base_sequence = sequence
             part.maybe_written = batch.maybe_written
+            if batch.maybe_written:
+                stream.uncertain_parts.add(id(part))
             sequence += part.record_count
         index = stream.tracked.index(batch)
         stream.tracked[index : index + 1] = list(parts)
+        if stream.probe is batch:
+            stream.probe = parts[0]
 
     def on_expired(
         self, batch: SequencedBatch, now_ms: int, *, on_wire: bool, last_error: BaseException | None
@@ -410,12 +432,16 @@ class IdempotenceState:
             return None  # a batch of an older stream, failed while on the wire: nothing of it is tracked
         return stream
 
-    def _acked(self, batch: SequencedBatch, stream: _Stream | None, base_offset: int) -> None:
+    def _acked(self, batch: SequencedBatch, stream: _Stream | None, base_offset: int, now_ms: int) -> None:
         """Java: handleCompletedBatch, maybeUpdateLastAckedSequence."""
         if stream is None:
             return
+        stream.last_ack_ms = max(stream.last_ack_ms, now_ms)
         if batch in stream.tracked:
             stream.tracked.remove(batch)
+        stream.uncertain_parts.discard(id(batch))
+        if stream.probe is batch:
+            stream.probe = None
         last = _last_sequence(batch)
         if last > stream.last_acked:
             stream.last_acked = last
@@ -444,6 +470,8 @@ class IdempotenceState:
             self._break(stream, batch.tp, stream.tracked[0].base_sequence)
             return True
         if code == _OUT_OF_ORDER_SEQUENCE_NUMBER:
+            if id(batch) in stream.uncertain_parts:
+                return False  # R6: its whole may be in the log under other sequence bounds: fail, outcome unknown
             batch.maybe_written = False  # R7: a resend of a batch the broker has is recognised, not refused
             if batch.base_sequence <= stream.last_acked:
                 return False  # R8: a later batch is in already; this one can no longer be written in order
@@ -487,6 +515,9 @@ class IdempotenceState:
         if stream is None or batch not in stream.tracked:
             return
         stream.tracked.remove(batch)
+        stream.uncertain_parts.discard(id(batch))
+        if stream.probe is batch:
+            stream.probe = None
         self._attention.add(batch.tp)
         if batch.base_sequence <= stream.last_acked:
             return  # a later batch is in: the broker moved past this one, no hole to mend
@@ -563,6 +594,7 @@ class IdempotenceState:
         if self.needs_producer_id:
             return
         stream.restart(self.producer_id, self.producer_epoch)
+        stream.uncertain_parts.clear()  # all from the break on: proved unwritten
         for batch in stream.tracked:
             batch.producer_id, batch.producer_epoch = stream.producer_id, stream.producer_epoch
             batch.base_sequence = stream.next_sequence

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,7 +239,10 @@ class MetadataState:
         self._last_attempt_ms = now_ms
         self._update_requested = True
 
-    def pick_broker(self, rng: random.Random) -> BrokerInfo | None:
-        """A known broker to ask for metadata; None means go back to the bootstrap list (re-bootstrap)."""
-        brokers = list(self.cluster.brokers.values())
+    def pick_broker(
+        self, rng: random.Random, usable: Callable[[int], bool] = lambda node_id: True
+    ) -> BrokerInfo | None:
+        """A known broker to ask for metadata, of those `usable` (not backing off); None means go back to the
+        bootstrap list (re-bootstrap)."""
+        brokers = [broker for broker in self.cluster.brokers.values() if usable(broker.node_id)]
         return rng.choice(brokers) if brokers else None

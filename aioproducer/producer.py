@@ -28,7 +28,7 @@ from .models import ProducerRecord, RecordMetadata
 from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
 from .records.layout import BATCH_HEADER_SIZE
 from .sender import Sender
-from .serializers import resolve_serializer
+from .serializers import RecordSerializer, resolve_serializer
 from .transactions import BatchHooks, TransactionManager
 from .transactions_api import TransactionalMethods
 from .validation import check_topic
@@ -56,6 +56,7 @@ class Producer(TransactionalMethods):
             settings["bootstrap_servers"] = bootstrap_servers
         self.config = cfg = ProducerConfig.build(config, **settings)
         self._partitioner = _resolve_partitioner(cfg)
+        self._record_serializer = RecordSerializer.for_settings(cfg.key_serializer, cfg.value_serializer)
         self._compression = CompressionType.from_name(cfg.compression_type)
         self._state = _NEW
         self._loop: asyncio.AbstractEventLoop  # set by start(); nothing uses it before
@@ -290,13 +291,20 @@ class Producer(TransactionalMethods):
     ) -> Delivery:
         """Buffer one record; returns its `Delivery` as soon as it is buffered: await it for the `RecordMetadata`.
 
-        Waits (up to `max_block_ms`) only for the topic's metadata or for buffer memory. Cancelling `enqueue` while
+        Waits (up to `max_block_ms`) only for the topic's metadata or for buffer memory, and for an async serializer
+        when one is configured. Cancelling `enqueue` while
         it waits guarantees the record is not sent; once it returned, the record will be delivered or failed.
         """
         if self._state != _RUNNING:
             raise self._closed_error()
-        if self._txn is not None:
-            self._txn.check_send()
+        serializer = self._record_serializer
+        if serializer is not None:  # context-aware or async serializers; plain ones run in the appender
+            if serializer.is_async:
+                key, value, headers = await serializer.apply_async(topic, key, value, headers)
+                if self._state != _RUNNING:
+                    raise self._closed_error()
+            else:
+                key, value, headers = serializer.apply(topic, key, value, headers)
         appender = self._appender
         if appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
             # Before buffering, so that a cancellation here leaves the record unsent, as documented.
@@ -304,6 +312,8 @@ class Producer(TransactionalMethods):
             await asyncio.sleep(0)
             if self._state != _RUNNING:
                 raise self._closed_error()
+        if self._txn is not None:  # here, after every wait: a transaction that ended meanwhile takes no record
+            self._txn.check_send()
         delivery = appender.append_now(topic, value, key, headers, partition, timestamp_ms)
         if type(delivery) is tuple:
             delivery = await self._append_after_waiting(topic, delivery, partition)
@@ -321,6 +331,9 @@ class Producer(TransactionalMethods):
         if self._txn is not None:
             self._txn.check_send()
         batch = records if isinstance(records, Sequence) else list(records)
+        refused = None
+        if self._record_serializer is not None:
+            batch, refused = await self._record_serializer.apply_many(batch)
         appender = self._appender
         bulk: BulkDeliveries = speedups.BulkDeliveries() if speedups is not None else BulkDeliveries()
         index = 0
@@ -332,6 +345,13 @@ class Producer(TransactionalMethods):
                 for _ in range(index, len(batch)):
                     bulk.add(closed)
                 break
+            if self._txn is not None:
+                try:
+                    self._txn.check_send()  # the transaction may have ended while this call yielded or waited
+                except AioProducerError as exc:
+                    for _ in range(index, len(batch)):
+                        bulk.add(exc)
+                    break
             index = appender.append_many(batch, index, int(time.time() * 1000), bulk, _YIELD_AFTER_BYTES)
             prepared = bulk.last()
             if type(prepared) is tuple:
@@ -349,7 +369,8 @@ class Producer(TransactionalMethods):
         with self._sending_at_once():
             for outcome in bulk.outcomes():
                 await outcome.wait()
-        return bulk.results(resolve)
+        results: list[RecordMetadata | BaseException] = bulk.results(resolve)
+        return RecordSerializer.merge(results, refused) if refused else results
 
     async def _append_after_waiting(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
         """The slow path: wait for metadata and memory (together bounded by `max_block_ms`), then append."""
@@ -364,6 +385,8 @@ class Producer(TransactionalMethods):
             await self._memory_waiters.wait(memory, deadline)
         if self._state != _RUNNING:
             raise self._closed_error()
+        if self._txn is not None:
+            self._txn.check_send()
         return self._appender.place(topic, prepared, partition, info)
 
     # -- flushing -----------------------------------------------------------------------------------------------

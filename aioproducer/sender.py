@@ -110,7 +110,11 @@ class Sender:
             if sent:
                 await asyncio.sleep(0)
                 continue
-            pid_retry = self._init_pid_retry_ms - now if self._idem.needs_producer_id and not self.transaction else None
+            # InitProducerId backing off after a failure; with no connection, the sender waits to be woken.
+            asks_id = self._idem.needs_producer_id and self.transaction is None
+            pid_retry = self._init_pid_retry_ms - now if asks_id else None
+            if pid_retry is not None and pid_retry <= 0:
+                pid_retry = None
             for other in (wait, self._cluster.next_reconnect_delay_ms(now), self._next_expiry_ms - now, pid_retry):
                 if other is not None:
                     delay = min(delay, other)
@@ -199,7 +203,7 @@ class Sender:
             if self.transaction is not None:
                 partitions = [tp for tp in partitions if self.transaction.may_send(tp)]
             self._offload_compression(partitions)
-            batches = self._acc.drain(partitions, self._config.max_request_size, self._idem)
+            batches = self._acc.drain(partitions, self._config.max_request_size, self._idem, now)
             if batches:
                 self._send_produce(conn, batches)
                 sent = True
@@ -288,7 +292,7 @@ class Sender:
         for batch in batches:
             self._off_wire(batch)
             if batch.outcome.done:  # failed while on the wire (delivery timeout)
-                self._idem.on_late_response(batch, -1)
+                self._idem.on_late_response(batch, -1, now_ms=now)
                 continue
             batch.last_error = error
             self._apply(batch, self._idem.on_no_response(batch, error, now), now)
@@ -302,7 +306,7 @@ class Sender:
             part = results.get(batch.tp, _ACKS_ZERO if self._acks == 0 else None)
             if batch.outcome.done:  # failed while on the wire (delivery timeout)
                 code, offset = (part["error_code"], part["base_offset"]) if part else (-1, -1)
-                self._idem.on_late_response(batch, code, offset)
+                self._idem.on_late_response(batch, code, offset, now)
                 continue
             if part is None:
                 error = TransportError(f"no answer for partition {batch.topic}-{batch.partition}")

@@ -12,14 +12,24 @@ import aioproducer
 
 PACKAGE = Path(aioproducer.__file__).parent
 PURE = [
-    *("protocol", "records", "compression", "partitioner", "metadata", "accumulator", "idempotence", "validation"),
-    *("transactions_state", "transactions_verdicts", "transactions_group"),
+    "protocol",
+    "records",
+    "compression",
+    "partitioner",
+    "metadata",
+    "node_states",
+    "accumulator",
+    "idempotence",
+    "validation",
+    "transactions_state",
+    "transactions_verdicts",
+    "transactions_group",
 ]
 IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 # Each layer may import only from the layers listed after it (and from errors / kafka_errors, below everything).
 LAYERS = [
     ["__main__"],
-    ["cli", "spark", "testing"],
+    ["cli", "spark", "testing", "schema_registry"],
     ["producer"],
     ["transactions_api"],
     ["transactions"],
@@ -30,7 +40,7 @@ LAYERS = [
     ["accumulator"],
     ["delivery"],
     ["transactions_state", "transactions_verdicts", "transactions_group"],
-    ["metadata", "idempotence", "partitioner", "validation", "models"],
+    ["metadata", "node_states", "idempotence", "partitioner", "validation", "models"],
     ["records"],
     ["compression"],
     ["protocol"],

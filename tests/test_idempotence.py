@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from aioproducer.errors import DeliveryTimeoutError, TransportError
 from aioproducer.idempotence import (
+    IDLE_PROBE_MS,
     MAX_TRACKED_PER_PARTITION,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -110,6 +111,38 @@ def test_new_batches_wait_for_the_first_acknowledgement_of_a_stream() -> None:  
     assert not idem.may_drain(b)
     answer(idem, a, NONE)
     assert idem.may_drain(b)
+
+
+def test_after_an_idle_spell_the_next_batch_goes_alone_until_acknowledged() -> None:  # R5
+    """Retention or producer.id.expiration.ms may have made the broker forget the producer meanwhile."""
+    idem = state()
+    warm, a, b = Batch(), Batch(), Batch()
+    send(idem, warm)
+    idem.on_response(warm, NONE, 100)
+    idem.on_drain(a, 100 + IDLE_PROBE_MS - 1)
+    assert idem.may_drain(b)  # acknowledged a moment ago: the broker remembers
+    idem.on_response(a, NONE, 200)
+    later = 200 + IDLE_PROBE_MS
+    idem.on_drain(b, later)
+    assert not idem.may_drain(Batch())
+    idem.on_response(b, NONE, later)
+    assert idem.may_drain(Batch())
+
+
+def test_a_retried_batch_holds_back_new_batches() -> None:  # R5
+    """A written batch whose answer was an error must stay among the last 5 the broker remembers."""
+    idem = state()
+    warm, a, b = Batch(), Batch(), Batch()
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, a, b)
+    assert answer(idem, a, REQUEST_TIMED_OUT) is Action.RETRY
+    answer(idem, b, NONE)
+    assert not idem.may_drain(Batch())
+    send(idem, a)
+    assert not idem.may_drain(Batch())
+    answer(idem, a, NONE)
+    assert idem.may_drain(Batch())
 
 
 def test_at_most_five_batches_of_a_partition_are_tracked() -> None:  # R5

@@ -24,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from aioproducer.accumulator import ProducerBatch, RecordAccumulator
 from aioproducer.compression import CompressionType
 from aioproducer.errors import TransportError
-from aioproducer.idempotence import Action, IdempotenceState, wire_sequence
+from aioproducer.idempotence import IDLE_PROBE_MS, Action, IdempotenceState, wire_sequence
 from aioproducer.records import read_batches
 
 PARTITIONS = [("t", 0), ("t", 1)]
@@ -154,6 +154,7 @@ class SequenceMachine(RuleBasedStateMachine):
         self.unknown: set[int] = set()
         self.sent: dict[tuple[str, int], list[int]] = {tp: [] for tp in PARTITIONS}
         self.stamps: dict[tuple[tuple[str, int], int, int, int], int] = {}
+        self.last_ack_ms: dict[tuple[str, int], int] = dict.fromkeys(PARTITIONS, 0)
         self.init_producer_id()
 
     # -- the producer ---------------------------------------------------------------------------------------------
@@ -180,7 +181,7 @@ class SequenceMachine(RuleBasedStateMachine):
     @rule(partition=st.sampled_from(PARTITIONS))
     def drain(self, partition: tuple[str, int]) -> None:
         self.idem.maybe_resolve()
-        for batch in self.acc.drain([partition], 1 << 40, self.idem):
+        for batch in self.acc.drain([partition], 1 << 40, self.idem, self.now):
             encoded = batch.close().encode(
                 producer_id=batch.producer_id,
                 producer_epoch=batch.producer_epoch,
@@ -264,9 +265,11 @@ class SequenceMachine(RuleBasedStateMachine):
 
     @rule(partition=st.sampled_from(PARTITIONS))
     def retention(self, partition: tuple[str, int]) -> None:
-        """Old segments deleted: the broker forgets the producer (only when nothing of the partition is pending:
-        a batch written and then deleted at once could only come back)."""
+        """Old segments deleted: the broker forgets the producer (only when nothing of the partition is pending, and
+        not within IDLE_PROBE_MS of its last acknowledgement: the producer's assumption, idempotence.R5)."""
         if self.idem.tracked(partition) or any(r.batch.tp == partition for c in self.conns for r in c):
+            return
+        if self.now - self.last_ack_ms[partition] < IDLE_PROBE_MS:
             return
         self.broker.forget(partition)
 
@@ -293,7 +296,8 @@ class SequenceMachine(RuleBasedStateMachine):
         batch = request.batch
         if batch.outcome.done:  # failed while on the wire
             event("late answer")
-            self.idem.on_late_response(batch, -1 if result is None else result[0], -1 if result is None else result[1])
+            code, offset = (-1, -1) if result is None else result[:2]
+            self.idem.on_late_response(batch, code, offset, self.now)
             return
         if result is None:
             decision = self.idem.on_no_response(batch, TransportError("lost"), self.now)
@@ -314,6 +318,7 @@ class SequenceMachine(RuleBasedStateMachine):
             missing = [v for v in request.values if v not in log]
             assert not missing, f"records {missing} reported delivered but not in the log"
             self.delivered.update(request.values)
+            self.last_ack_ms[batch.tp] = self.now
             batch.outcome.succeed(-1, -1)
             self.acc.release(batch)
         elif decision.action is Action.RETRY:

@@ -23,6 +23,9 @@ from aioproducer.testing import KafkaCluster, KafkaSetupError, kafka_libs
 from aioproducer.testing.kafka_config import NodeLayout, render_properties
 from aioproducer.testing.kafka_jars import require_tool
 
+# Starting a cluster counts towards the first test's time limit; three JVMs on two busy cores take up to a minute.
+pytestmark = pytest.mark.timeout(300)
+
 # -- the jar cache, with a stand-in `mvn` ---------------------------------------------------------------------
 
 FAKE_MVN = """#!/bin/sh

@@ -17,6 +17,9 @@ from aioproducer import Producer, RecordMetadata
 from aioproducer.errors import DeliveryTimeoutError, KafkaTimeoutError
 from aioproducer.testing import KafkaCluster
 
+# Starting a cluster counts towards the first test's time limit; three JVMs on two busy cores take up to a minute.
+pytestmark = pytest.mark.timeout(300)
+
 # Generous timeouts: a dead leader is only replaced once its broker session expires (4 s), and a follower that
 # stopped fetching leaves the ISR after 10 s, while acks=all waits for it.
 LOAD = {"linger_ms": 5, "batch_size": 4096, "request_timeout_ms": 8000, "retry_backoff_max_ms": 500}

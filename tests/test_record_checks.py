@@ -1,17 +1,19 @@
 """What `enqueue` and `send_many` check at the call, on the compiled and the pure path alike: a custom partitioner's
-answer, explicit partitions (waiting for metadata as Java does) and timestamps. Runs on the mock cluster."""
+answer, explicit partitions (waiting for metadata as Java does) and timestamps. Runs on the mock cluster, and on
+real Apache Kafka for a real CreatePartitions while a send waits."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import Any
 
 import pytest
 
 from aioproducer import Producer, ProducerRecord, RecordMetadata
 from aioproducer.errors import InvalidRecordError, PartitionerError, UnknownPartitionError
-from aioproducer.testing import MockCluster
+from aioproducer.testing import KafkaCluster, MockCluster
 
 
 class Scripted:
@@ -138,6 +140,19 @@ async def test_an_explicit_partition_beyond_the_known_count_waits_for_the_topic_
         assert sent.partition == 3
         assert time.monotonic() - started < 5  # one refresh, not the whole max_block_ms
         assert await producer.partitions_for("grows") == [0, 1, 2, 3]
+
+
+async def test_real_kafka_a_partition_added_while_a_send_waits_for_it_is_used(kafka_cluster: KafkaCluster) -> None:
+    """A send to a partition beyond the known count failed at once instead of waiting for the topic to grow."""
+    topic = kafka_cluster.create_topic(f"grows-{uuid.uuid4().hex[:8]}", 2)
+    async with Producer(kafka_cluster.bootstrap_servers, max_block_ms=30_000, retry_backoff_ms=50) as producer:
+        await producer.send(topic, b"first", partition=1)
+        waiting = asyncio.ensure_future(producer.send(topic, b"on the new partition", partition=2))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        await asyncio.to_thread(kafka_cluster.add_partitions, topic, 3)
+        sent = await asyncio.wait_for(waiting, 20)
+    assert (sent.partition, sent.offset) == (2, 0)
 
 
 @pytest.mark.parametrize("how", ["enqueue", "send_many"])

@@ -7,7 +7,7 @@ or after `latency_ms`) or manual (`complete_next`, `fail_next`, and `flush` comp
 
 A record gets its offset when it completes successfully, as a broker assigns it on append; `_write` is the one place
 records enter a partition's log, where a future transactional mock would hold them until commit. Transactions are
-not built yet: `transactional_id` raises the Producer's own `FeatureNotAvailableError` from `ProducerConfig`.
+not modelled yet: `transactional_id` raises `FeatureNotAvailableError` (the Producer itself runs them).
 """
 
 from __future__ import annotations
@@ -17,120 +17,32 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any
 
 from aioproducer.appender import RECORD_MEMORY_OVERHEAD, Appender, Prepared
 from aioproducer.config import ProducerConfig
-from aioproducer.delivery import BatchOutcome, BulkDeliveries, Delivery, resolve
+from aioproducer.delivery import BulkDeliveries, Delivery, resolve
 from aioproducer.errors import (
     AioProducerError,
     ConfigError,
+    FeatureNotAvailableError,
     KafkaTimeoutError,
     MetadataTimeoutError,
     ProducerClosedError,
 )
-from aioproducer.metadata import PartitionInfo, TopicInfo
-from aioproducer.models import Header, ProducerRecord, RecordMetadata
+from aioproducer.metadata import TopicInfo
+from aioproducer.models import ProducerRecord, RecordMetadata
 from aioproducer.producer import _resolve_partitioner
 from aioproducer.records.layout import BATCH_HEADER_SIZE
-from aioproducer.serializers import resolve_serializer
+from aioproducer.serializers import RecordSerializer, resolve_serializer
+from aioproducer.testing.mock_parts import InjectedError, MockAccumulator, MockTopics, PendingRecord, SentRecord
 from aioproducer.validation import check_topic
 
 __all__ = ["MockProducer", "SentRecord"]
 
 _NEW, _RUNNING, _CLOSED = "new", "running", "closed"
-_MOCK_BROKER = 0
 _DEFAULT_BOOTSTRAP = "mock:9092"
-
-
-class SentRecord(NamedTuple):
-    """A record written to the mock's log: where it landed, and its bytes as the serializers made them."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...]
-
-
-@dataclass
-class _Pending:
-    """A record accepted by the appender and not completed yet: its outcome settles its Delivery."""
-
-    outcome: BatchOutcome
-    topic: str
-    partition: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...]
-
-
-@dataclass
-class _InjectedError:
-    error: BaseException
-    remaining: int | None  # None: every record from now on
-    topic: str | None
-
-
-class _MockBatch:
-    """What the appender reads of the batch it appended to: each mock record is a batch of its own."""
-
-    __slots__ = ("outcome",)
-
-    def __init__(self, outcome: BatchOutcome) -> None:
-        self.outcome = outcome
-
-
-class _MockAccumulator:
-    """The accumulator as the appender sees it: unlimited memory; every append becomes one pending record."""
-
-    memory_waiters = 0
-
-    def __init__(self, producer: MockProducer) -> None:
-        self._producer = producer
-
-    def has_room(self, size: int) -> bool:
-        return True
-
-    def append(
-        self,
-        tp: tuple[str, int],
-        timestamp_ms: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: tuple[Header, ...],
-        size: int,
-        clock_ms: Any,
-    ) -> tuple[_MockBatch, int, bool]:
-        topic, partition = tp
-        outcome = BatchOutcome(topic, partition, asyncio.get_running_loop())
-        self._producer._accept(_Pending(outcome, topic, partition, timestamp_ms, key, value, headers))
-        return _MockBatch(outcome), 0, False
-
-
-class _Cluster:
-    """The topics the mock knows, as the appender reads them (`cluster_state.cluster.topics`)."""
-
-    def __init__(self) -> None:
-        self.topics: dict[str, TopicInfo] = {}
-
-    @property
-    def cluster(self) -> _Cluster:
-        return self
-
-    def add(self, topic: str, partitions: int) -> TopicInfo:
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-            raise ConfigError(f"topic {topic!r} needs a positive number of partitions, got {partitions!r}")
-        check_topic(topic)
-        layout = tuple(PartitionInfo(p, _MOCK_BROKER) for p in range(partitions))
-        info = TopicInfo(topic, layout, tuple(range(partitions)))
-        self.topics[topic] = info
-        return info
 
 
 class MockProducer:
@@ -163,6 +75,11 @@ class MockProducer:
         elif not (config and ("bootstrap.servers" in config or "bootstrap_servers" in config)):
             settings.setdefault("bootstrap_servers", _DEFAULT_BOOTSTRAP)
         self.config = cfg = ProducerConfig.build(config, **settings)
+        if cfg.transactional_id is not None:
+            raise FeatureNotAvailableError(
+                "MockProducer does not model transactions yet: remove transactional_id (the Producer runs them; "
+                "test transactional code against the kafka_cluster fixture)"
+            )
         if isinstance(default_partitions, bool) or not isinstance(default_partitions, int) or default_partitions < 1:
             raise ConfigError(f"default_partitions must be a positive int, got {default_partitions!r}")
         if latency_ms < 0:
@@ -172,11 +89,11 @@ class MockProducer:
         self.latency_ms = latency_ms
         self.send_error: BaseException | None = None
         self._state = _NEW
-        self._cluster = _Cluster()
+        self._cluster = MockTopics()
         for topic, count in (topics or {}).items():
             self._cluster.add(topic, count)
         self._appender = Appender(
-            accumulator=_MockAccumulator(self),  # type: ignore[arg-type]  # the part of it the appender uses
+            accumulator=MockAccumulator(self._accept),  # type: ignore[arg-type]  # the part of it the appender uses
             cluster_state=self._cluster,  # type: ignore[arg-type]
             partitioner=_resolve_partitioner(cfg),
             key_serializer=resolve_serializer(cfg.key_serializer, role="key"),
@@ -192,10 +109,11 @@ class MockProducer:
             clock_ms=_no_clock,
             wake_sender=_nothing,
         )
+        self._record_serializer = RecordSerializer.for_settings(cfg.key_serializer, cfg.value_serializer)
         self._history: list[ProducerRecord] = []
-        self._pending: deque[_Pending] = deque()
+        self._pending: deque[PendingRecord] = deque()
         self._logs: dict[tuple[str, int], list[SentRecord]] = {}
-        self._injected: list[_InjectedError] = []
+        self._injected: list[InjectedError] = []
         self._timers: set[asyncio.TimerHandle] = set()
         self.flushed = False  # set by flush(); clear() resets it
 
@@ -278,16 +196,30 @@ class MockProducer:
         self._check_running()
         if self.send_error is not None:
             raise self.send_error
+        given = ProducerRecord(topic, value, key, headers, partition, timestamp_ms)
+        serializer = self._record_serializer
+        if serializer is not None:  # as the Producer: context-aware and async serializers first
+            if serializer.is_async:
+                key, value, headers = await serializer.apply_async(topic, key, value, headers)
+                self._check_running()
+            else:
+                key, value, headers = serializer.apply(topic, key, value, headers)
         delivery = self._appender.append_now(topic, value, key, headers, partition, timestamp_ms)
         if type(delivery) is tuple:
             delivery = self._place(topic, delivery, partition)
-        self._history.append(ProducerRecord(topic, value, key, headers, partition, timestamp_ms))
+        self._history.append(given)
         return delivery  # type: ignore[return-value]
 
     async def send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
         """One result per record, in order: its RecordMetadata, or the exception it failed with."""
         self._check_running()
-        batch = records if isinstance(records, Sequence) else list(records)
+        given = records if isinstance(records, Sequence) else list(records)
+        batch: Sequence[Any] = given
+        refused: dict[int, AioProducerError] = {}
+        if self._record_serializer is not None:
+            batch, refused = await self._record_serializer.apply_many(given)
+        # Where each record of `batch` stands in what was given (refused records are not in `batch`).
+        positions = [n for n in range(len(given)) if n not in refused]
         bulk = BulkDeliveries()
         index = 0
         now_ms = int(time.time() * 1000)
@@ -305,17 +237,18 @@ class MockProducer:
                         bulk.set_last(self._place(topic, prepared, partition))
                     except AioProducerError as exc:
                         bulk.set_last(exc)
-            self._remember(batch, start, index, bulk)
+            self._remember(given, positions, start, index, bulk)
         for outcome in bulk.outcomes():
             await outcome.wait()
-        return bulk.results(resolve)
+        results: list[RecordMetadata | BaseException] = bulk.results(resolve)
+        return RecordSerializer.merge(results, refused)
 
-    def _remember(self, batch: Sequence[Any], start: int, end: int, bulk: BulkDeliveries) -> None:
+    def _remember(self, given: Sequence[Any], positions: list[int], start: int, end: int, bulk: BulkDeliveries) -> None:
         # Which records the appender accepted (a Delivery) rather than refused (an error) at the call.
         accepted = bulk._items
         for position in range(start, end):
             if isinstance(accepted[position], Delivery):
-                record = batch[position]
+                record = given[positions[position]]
                 self._history.append(record if isinstance(record, ProducerRecord) else ProducerRecord(*record))
 
     def _place(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
@@ -332,7 +265,7 @@ class MockProducer:
             )
         return self._cluster.add(topic, self.default_partitions)
 
-    def _accept(self, record: _Pending) -> None:
+    def _accept(self, record: PendingRecord) -> None:
         """A record the appender placed: complete it now, later, or when the test says."""
         if not self.auto_complete:
             self._pending.append(record)
@@ -377,16 +310,16 @@ class MockProducer:
         of them until `clear()`."""
         if count is not None and count < 1:
             raise ConfigError(f"count must be a positive int or None, got {count!r}")
-        self._injected.append(_InjectedError(error, count, topic))
+        self._injected.append(InjectedError(error, count, topic))
 
-    def _complete_pending(self, record: _Pending, error: BaseException | None) -> None:
+    def _complete_pending(self, record: PendingRecord, error: BaseException | None) -> None:
         try:
             self._pending.remove(record)
         except ValueError:  # completed by the test meanwhile
             return
         self._complete(record, error)
 
-    def _complete(self, record: _Pending, error: BaseException | None) -> None:
+    def _complete(self, record: PendingRecord, error: BaseException | None) -> None:
         if error is None:
             error = self._injected_error(record.topic)
         if error is not None:
@@ -405,7 +338,7 @@ class MockProducer:
                 return injected.error
         return None
 
-    def _write(self, record: _Pending) -> int:
+    def _write(self, record: PendingRecord) -> int:
         """Append to the partition's log; returns the record's offset."""
         log = self._logs.setdefault((record.topic, record.partition), [])
         offset = len(log)
