@@ -114,6 +114,7 @@ class TransactionManager:
 
     def begin(self) -> None:
         self._check_open()
+        self._adopt_sequence_failure()
         self.state.begin()
 
     def check_send(self) -> None:
@@ -245,6 +246,7 @@ class TransactionManager:
             if self.state.started:
                 await self._end_transaction(committed=True)
             await self._after_end()
+            self.state.raise_if_error(Operation.COMMIT)
         except CoordinatorRefused as refused:
             self._refused(refused)
             self.state.raise_if_error(Operation.COMMIT)
@@ -283,6 +285,7 @@ class TransactionManager:
                     )
                 self.state.epoch_bump_required = True
             await self._after_end()
+            self.state.raise_if_error(Operation.ABORT)
         except CoordinatorRefused as refused:
             self._refused(refused)
             self.state.raise_if_error(Operation.ABORT)
@@ -290,9 +293,12 @@ class TransactionManager:
 
     async def _after_end(self) -> None:
         """The transaction ended (EndTxn answered, or nothing to end): READY, or first an epoch bump."""
-        if self.state.transaction_ended() is State.INITIALIZING:
+        if self._adopt_sequence_failure():
+            return
+        ended = self.state.transaction_ended()
+        if ended is State.INITIALIZING:
             await self._init_producer_id(bump=True)
-        elif self.state.state is State.FATAL_ERROR:
+        elif ended is State.FATAL_ERROR:
             self._fatal(self.state.last_error or TransactionFatalError("invalid transaction state"))
 
     async def _run_send_offsets(self, committed: list[CommittedOffset], metadata: ConsumerGroupMetadata) -> None:
@@ -555,6 +561,14 @@ class TransactionManager:
             if task is not None and task is not current and not task.done():
                 task.cancel()
         self._hooks.wake_sender()
+
+    def _adopt_sequence_failure(self) -> bool:
+        """The sequence rules may find the producer unable to go on by themselves (idempotence.R10: records whose
+        fate is unknown and no epoch bump possible): then so is the transaction. True when fatal."""
+        error = self._idem.fatal_error
+        if error is not None and self.state.state is not State.FATAL_ERROR:
+            self._fatal(error)
+        return self.state.state is State.FATAL_ERROR
 
     def _fail_unsent_after_error(self) -> None:
         if self.state.state is State.ABORTABLE_ERROR and self.state.last_error is not None:

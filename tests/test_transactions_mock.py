@@ -260,3 +260,32 @@ async def test_send_outside_a_transaction_is_a_state_error(cluster: MockCluster)
             await p.send_many([])
         with pytest.raises(TransactionStateError):
             await p.commit_transaction()
+
+
+async def test_a_record_kafka_refuses_fails_the_commit_then_abort_recovers(cluster: MockCluster) -> None:
+    """A batch refused for good (INVALID_RECORD) while others of the transaction wait: commit stops waiting and
+    raises, abort fails what is queued, bumps the epoch (TV1) and the next transaction commits."""
+    async with producer(cluster) as p:
+        await p.begin_transaction()
+        await p.send("t", b"fine", partition=1)
+        cluster.push_request_errors(PRODUCE, 87)
+        doomed = [await p.enqueue("t", b"d%d" % i, partition=0) for i in range(3)]
+        with pytest.raises(TransactionRequiresAbortError) as failed:
+            await p.commit_transaction()
+        assert failed.value.__cause__ is not None and failed.value.__cause__.code == 87
+        for delivery in doomed:
+            with pytest.raises(Exception):  # noqa: B017 - the refused batch's error, or aborted
+                await delivery
+        inits = counts(cluster)[INIT]
+        await p.abort_transaction()
+        assert counts(cluster)[INIT] == inits + 1, "the abort bumps the epoch: sequences restart"
+        await one_transaction(p)
+
+
+@pytest.mark.parametrize("code", [6, 7, 19])  # NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS
+async def test_retriable_produce_errors_are_retried_within_the_transaction(cluster: MockCluster, code: int) -> None:
+    cluster.push_request_errors(PRODUCE, code, code)
+    async with producer(cluster) as p:
+        await one_transaction(p)
+        await one_transaction(p)
+    assert counts(cluster)[END] == 2
