@@ -66,8 +66,8 @@ class TransactionalMethods:
         await self._transaction_manager().commit(self._timeout(timeout))
 
     async def abort_transaction(self, timeout: float | None = None) -> None:
-        """Abort the transaction: records never sent fail with TransactionAbortedError, records already sent finish
-        first and are then invisible to read_committed consumers."""
+        """Abort the transaction: records not on the wire (never sent, or waiting for a retry) fail with
+        TransactionAbortedError; requests under way finish first. read_committed consumers see none of it."""
         await self._transaction_manager().abort(self._timeout(timeout))
 
     @contextlib.asynccontextmanager
