@@ -92,6 +92,15 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_transactions(session: nox.Session) -> None:
+    """Transactional throughput (transactions of 1 k and 10 k records) of aioproducer, confluent-kafka and the Java
+    producer on real Kafka; writes tests/benchmarks/results/transactions.md. `-- --quick` for a short run."""
+    ensure_java_and_maven(session)
+    session.install("-e", ".[testing]", "confluent-kafka")
+    session.run("python", "-m", "tests.benchmarks.txn_bench", *session.posargs)
+
+
+@nox.session
 def profile(session: nox.Session) -> None:
     """A profile of aioproducer's hot path (py-spy and cProfile) into tests/benchmarks/results/profile/."""
     session.install("-e", ".[snappy,testing]", "py-spy")

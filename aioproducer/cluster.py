@@ -75,6 +75,7 @@ class Cluster:
         self._topic_waiters: dict[str, list[tuple[asyncio.Future[TopicInfo], int]]] = {}
         self._update_task: asyncio.Task[None] | None = None
         self._bootstrap_connection: BrokerConnection | None = None
+        self._bootstrapping: asyncio.Task[BrokerConnection] | None = None
         self._closed = False
         self.last_error: BaseException | None = None
         self.auth_error: AuthenticationError | None = None
@@ -241,6 +242,14 @@ class Cluster:
                 self.last_error = exc
         if self._bootstrap_connection is not None and not self._bootstrap_connection.closed:
             return self._bootstrap_connection
+        # Callers at once (a metadata refresh, a coordinator lookup) join one attempt: each opening its own would
+        # leave all but the last connection unreferenced and open.
+        if self._bootstrapping is None or self._bootstrapping.done():
+            self._bootstrapping = asyncio.get_running_loop().create_task(self._bootstrap())
+            self._bootstrapping.add_done_callback(_retrieve_exception)
+        return await asyncio.shield(self._bootstrapping)
+
+    async def _bootstrap(self) -> BrokerConnection:
         errors: list[str] = []
         for address in self._config.bootstrap_servers:
             node = ("bootstrap", address)
@@ -249,13 +258,17 @@ class Cluster:
                 continue
             host, port = parse_address(address)
             try:
-                self._bootstrap_connection = await self._open(host, port, -1, node)
+                conn = await self._open(host, port, -1, node)
             except TransportError as exc:
                 self._nodes.failed(node, monotonic_ms())
                 errors.append(str(exc))
                 continue
             self._nodes.connected(node)
-            return self._bootstrap_connection
+            if self._closed:
+                conn.close()
+                raise ConnectionFailedError("producer closed while connecting")
+            self._bootstrap_connection = conn
+            return conn
         raise ConnectionFailedError("no bootstrap server answered: " + "; ".join(errors))
 
     # -- connections --------------------------------------------------------------------------------------------
@@ -272,6 +285,10 @@ class Cluster:
 
     def next_reconnect_delay_ms(self, now_ms: int) -> int | None:
         return self._nodes.next_attempt_delay_ms(now_ms)
+
+    async def connect_to(self, broker: BrokerInfo) -> BrokerConnection:
+        """A ready connection to a broker known by its address, e.g. a coordinator named by FindCoordinator."""
+        return await self._connect(broker)
 
     async def _connect(self, broker: BrokerInfo) -> BrokerConnection:
         """The broker's connection, joining an attempt already under way: never two connections to one broker.
@@ -408,6 +425,8 @@ class Cluster:
         tasks: list[asyncio.Task[Any]] = list(self._connecting.values())
         if self._update_task is not None:
             tasks.append(self._update_task)
+        if self._bootstrapping is not None:
+            tasks.append(self._bootstrapping)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -56,7 +56,7 @@ _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _UNSUPPORTED_JAVA = frozenset(
     "client.dns.lookup send.buffer.bytes receive.buffer.bytes metric.reporters "  # noqa: SIM905
     "metrics.num.samples metrics.recording.level metrics.sample.window.ms enable.metrics.push "
-    "partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms transaction.timeout.ms "
+    "partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms "
     "transaction.two.phase.commit.enable security.providers metadata.recovery.strategy "
     "metadata.recovery.rebootstrap.trigger.ms config.providers".split()
 )
@@ -128,7 +128,8 @@ class ProducerConfig:
     sasl_plain_username: str | None = field(default=None, metadata={"java": None})  # PLAIN and SCRAM
     sasl_plain_password: str | None = field(default=None, metadata={"java": None, "secret": True})
     sasl_oauth_token_provider: Callable[[], Awaitable[Any]] | None = field(default=None, metadata={"java": None})
-    transactional_id: str | None = None
+    transactional_id: str | None = None  # a transactional producer: idempotence on, acks=all, <= 5 in flight
+    transaction_timeout_ms: int = _int(60000, lowest=1)  # sent in InitProducerId; the coordinator aborts after it
     allow_auto_create_topics: bool = True
 
     def __post_init__(self) -> None:
@@ -178,6 +179,13 @@ class ProducerConfig:
             raise ConfigError(
                 f"enable_idempotence=True conflicts with {' and '.join(conflicts)}: change those settings, "
                 f"or set enable_idempotence=False (or leave it unset to turn it off silently)"
+            )
+        # Java's postProcessAndValidateIdempotenceConfigs: a transactional id needs idempotence, explicit or implied.
+        if self.transactional_id is not None and not self.idempotence:
+            reason = " and ".join(conflicts) if conflicts else "enable_idempotence=False"
+            raise ConfigError(
+                f"transactional_id={self.transactional_id!r} needs idempotence, which {reason} turns off: "
+                "remove the conflicting settings"
             )
 
     @property

@@ -22,6 +22,9 @@ PURE = [
     "idempotence",
     "validation",
     "metrics",
+    "transactions_state",
+    "transactions_verdicts",
+    "transactions_group",
 ]
 IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 # Each layer may import only from the layers listed after it (and from errors / kafka_errors, below everything).
@@ -29,12 +32,15 @@ LAYERS = [
     ["__main__"],
     ["cli", "spark", "testing", "schema_registry", "contrib"],
     ["producer"],
-    ["appender", "sender", "health"],
+    ["transactions_api"],
+    ["transactions"],
+    ["appender", "sender", "health", "transactions_coordinator"],
     ["cluster"],
     ["connection", "memory", "observer"],
     ["security"],
     ["accumulator"],
     ["delivery", "hooks", "metrics"],
+    ["transactions_state", "transactions_verdicts", "transactions_group"],
     ["metadata", "node_states", "idempotence", "partitioner", "validation", "models"],
     ["records"],
     ["compression"],
