@@ -318,7 +318,8 @@ async def test_coordinator_killed_mid_transaction(kafka_cluster_3: KafkaCluster,
     """Three nodes: the transaction coordinator dies between sends; the producer finds the new coordinator (which
     loads the transaction log) and commits, every record exactly once."""
     cluster = kafka_cluster_3
-    set_transaction_version(cluster, level)
+    # The helper runs its own event loop (asyncio.run), so it runs in a thread from this test's loop.
+    await asyncio.to_thread(set_transaction_version, cluster, level)
     try:
         topic = new_topic(cluster, 4)
         transactional_id = f"tx-{uuid.uuid4().hex[:12]}"
@@ -339,4 +340,4 @@ async def test_coordinator_killed_mid_transaction(kafka_cluster_3: KafkaCluster,
     finally:
         cluster.heal()
         if level != 2:
-            set_transaction_version(cluster, 2)
+            await asyncio.to_thread(set_transaction_version, cluster, 2)
