@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .config import ProducerConfig
@@ -27,7 +27,7 @@ from .errors import (
 from .kafka_errors import RebootstrapRequiredError, kafka_error
 from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
 from .node_states import NodeStates, idle_expiry
-from .observer import Observer
+from .observer import Observer, new_observer
 from .protocol import ApiKey, FinalizedFeatures
 from .security.sasl import SaslCredentials
 from .security.tls import client_context
@@ -50,10 +50,18 @@ def monotonic_ms() -> int:
 class Cluster:
     """Connections to brokers and the producer's view of the cluster."""
 
-    def __init__(self, config: ProducerConfig, wake: Callable[[], None], observer: Observer) -> None:
+    def __init__(
+        self,
+        config: ProducerConfig,
+        wake: Callable[[], None],
+        observer: Observer | None = None,
+        topics_in_use: Callable[[], Iterable[str]] = tuple,
+    ) -> None:
         self._config = config
-        self.observer = observer
+        # A cluster on its own (tools, tests) observes into metrics nobody reads.
+        self.observer = observer if observer is not None else new_observer(config, (), {}, monotonic_ms, 0)
         self._wake = wake
+        self._topics_in_use = topics_in_use  # topics with records not delivered yet: never idle
         self._rng = random.Random()
         self.state = MetadataState(
             max_age_ms=config.metadata_max_age_ms,
@@ -173,7 +181,7 @@ class Cluster:
         self.state.request_update()
 
     async def _update(self, now_ms: int) -> None:
-        topics = self.state.topics_to_request(now_ms)
+        topics = self.state.topics_to_request(now_ms, self._topics_in_use())
         try:
             conn = await self.connect_any()
             response = await conn.request(

@@ -105,7 +105,7 @@ class Producer(TransactionalMethods):
             raise ProducerClosedError(f"start() called on a producer that is {self._state}")
         self._loop = asyncio.get_running_loop()
         self._stopped: asyncio.Future[None] = self._loop.create_future()  # done once closed
-        self._cluster = Cluster(self.config, self._wake, self._observer)
+        self._cluster = Cluster(self.config, self._wake, self._observer, self._topics_in_use)
         if self.config.security_protocol != "PLAINTEXT":
             try:
                 await asyncio.wait_for(self._cluster.connect_any(), self.config.max_block_ms / 1000)
@@ -489,6 +489,10 @@ class Producer(TransactionalMethods):
         if self._state != _RUNNING or self._txn is None:
             raise self._closed_error()
         return self._txn
+
+    def _topics_in_use(self) -> set[str]:
+        """Topics with batches not delivered yet (read once per metadata refresh, not per record)."""
+        return {batch.topic for batch in self._accumulator.incomplete}
 
     def _wake(self) -> None:
         if self._state != _NEW:

@@ -94,12 +94,11 @@ def test_produce_json_lines_and_report_each_bad_line(target: Target) -> None:
         {"key": None, "value": None},
     ]
     stdin = b"\n".join(line.encode() if isinstance(line, str) else json.dumps(line).encode() for line in lines)
-    # An explicit partition beyond the known count waits up to max.block.ms for metadata to show it (as Java).
-    done = cli("produce", topic, "-b", target.bootstrap, "--json", "-X", "max.block.ms=2000", stdin=stdin)
+    # A partition beyond the topic is waited for (metadata may show it later) for max.block.ms: keep that short.
+    done = cli("produce", topic, "-b", target.bootstrap, "--json", "-X", "max.block.ms=500", stdin=stdin)
     assert done.returncode == 1
     assert "line 2: not delivered: InvalidRecordError: not JSON" in done.stderr
-    assert "line 4: not delivered: UnknownPartitionError: partition 7 of" in done.stderr
-    assert "the topic has partitions 0..1" in done.stderr
+    assert "line 4: not delivered: UnknownPartitionError: partition 7 of topic" in done.stderr
     assert "3 records delivered" in done.stderr and "2 failed" in done.stderr
     records = {r.value: r for r in read_back(target.bootstrap, topic)}
     assert set(records) == {b'{"n":1}', b"\x00\xffbinary", None}
