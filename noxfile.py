@@ -1,4 +1,4 @@
-"""Developer sessions: tests, lint, typecheck, demo.
+"""Developer sessions: tests, lint, typecheck, demo, chaos.
 
 Each works on a fresh machine with only Python and the registries.
 """
@@ -51,6 +51,15 @@ def tests(session: nox.Session) -> None:
     )
     older = {"AIOPRODUCER_KAFKA_VERSION": OLDER_KAFKA, "AIOPRODUCER_BOOTSTRAP": ""}
     session.run("pytest", *CORE_ON_OLDER_KAFKA, env=older)
+
+
+@nox.session
+def chaos(session: nox.Session) -> None:
+    """The seeded fault campaign for minutes, on real Kafka (3 nodes) and librdkafka's mock cluster; prints a table
+    per seed. Options: `-- --seeds N --duration S --first-seed N --target kafka|mock|both`."""
+    ensure_java_and_maven(session)
+    session.install("-e", ".[test]")
+    session.run("python", "tests/chaos_campaign.py", *(session.posargs or ["--seeds", "10", "--duration", "60"]))
 
 
 @nox.session
