@@ -164,6 +164,9 @@ class TransactionManager:
         """
         if self._closed:
             return
+        pending = self.state.pending_operation
+        if pending is not None and self._operation is not None and self._operation.done():
+            self.state.acknowledge(pending)  # its outcome is known; nobody asked for it again before closing
         try:
             if self.state.completing or self.state.state is State.INITIALIZING:
                 if self._operation is not None:
@@ -233,6 +236,10 @@ class TransactionManager:
         try:
             await self._init_producer_id(bump=False)
         except CoordinatorRefused as refused:
+            # Before the first producer id there is no transaction to abort and nothing to recover with: any refusal
+            # ends the producer (Java makes some abortable, leaving a producer that can abort but never send).
+            if refused.verdict is not Verdict.FENCED:
+                refused = CoordinatorRefused(Verdict.FATAL, refused.error)
             self._refused(refused)
         self.state.raise_if_error(Operation.INIT)
 
@@ -342,8 +349,6 @@ class TransactionManager:
         def handle(conn: BrokerConnection, response: dict[str, Any]) -> tuple[int, int]:
             code = response["error_code"]
             decision = verdict(INIT_PRODUCER_ID, code)
-            if decision is Verdict.ABORTABLE and not bump:
-                decision = Verdict.FATAL  # no transaction to abort before the first producer id: nothing to recover
             self._raise_unless_done(decision, code, "InitProducerId")
             self._coordinator_conn = conn
             return response["producer_id"], response["producer_epoch"]

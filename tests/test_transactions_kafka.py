@@ -318,7 +318,6 @@ async def test_coordinator_killed_mid_transaction(kafka_cluster_3: KafkaCluster,
     """Three nodes: the transaction coordinator dies between sends; the producer finds the new coordinator (which
     loads the transaction log) and commits, every record exactly once."""
     cluster = kafka_cluster_3
-    # The helper runs its own event loop (asyncio.run), so it runs in a thread from this test's loop.
     await asyncio.to_thread(set_transaction_version, cluster, level)
     try:
         topic = new_topic(cluster, 4)
@@ -338,6 +337,6 @@ async def test_coordinator_killed_mid_transaction(kafka_cluster_3: KafkaCluster,
             await asyncio.sleep(0.5)
         assert sorted(committed) == sorted([b"before-%d" % i for i in range(20)] + [b"after-%d" % i for i in range(20)])
     finally:
-        cluster.heal()
+        await asyncio.to_thread(cluster.heal)
         if level != 2:
             await asyncio.to_thread(set_transaction_version, cluster, 2)

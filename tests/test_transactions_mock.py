@@ -289,3 +289,19 @@ async def test_retriable_produce_errors_are_retried_within_the_transaction(clust
         await one_transaction(p)
         await one_transaction(p)
     assert counts(cluster)[END] == 2
+
+
+async def test_close_after_a_failed_commit_aborts_the_transaction(cluster: MockCluster) -> None:
+    """Regression: a commit that failed after its caller stopped waiting (a timeout) left the transaction open on
+    close, since close aborted only when no operation was pending; the coordinator kept it until it timed out."""
+    p = producer(cluster, linger_ms=60000)
+    await p.start()
+    await p.begin_transaction()
+    await p.enqueue("t", b"refused when the commit sends it", partition=0)
+    cluster.push_request_errors(PRODUCE, 87)
+    with pytest.raises(TransactionTimeoutError):
+        await p.commit_transaction(timeout=0)
+    assert p._txn is not None and p._txn._operation is not None
+    await asyncio.wait({p._txn._operation})  # the commit has failed by now; nobody saw it
+    await p.close()
+    assert counts(cluster)[END] == 1, "close sent EndTxn(abort)"
