@@ -73,7 +73,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install("-e", ".[snappy]", "mypy>=1.10")
+    session.install("-e", ".[snappy,otel,prometheus]", "mypy>=1.10")
     session.run("mypy", "--strict", "aioproducer")
 
 
@@ -94,8 +94,19 @@ def bench(session: nox.Session) -> None:
     tests/benchmarks/results/. `-- --quick` is a ~3-minute smoke run, the full run ~30; `-- --brokers tansu`
     skips real Kafka."""
     ensure_java_and_maven(session, jdk=True)
-    session.install("-e", ".[snappy,testing]", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib")
+    session.install(
+        "-e", ".[snappy,testing,otel]", "opentelemetry-sdk", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib"
+    )
     session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
+
+
+@nox.session
+def bench_transactions(session: nox.Session) -> None:
+    """Transactional throughput (transactions of 1 k and 10 k records) of aioproducer, confluent-kafka and the Java
+    producer on real Kafka; writes tests/benchmarks/results/transactions.md. `-- --quick` for a short run."""
+    ensure_java_and_maven(session)
+    session.install("-e", ".[testing]", "confluent-kafka")
+    session.run("python", "-m", "tests.benchmarks.txn_bench", *session.posargs)
 
 
 @nox.session

@@ -22,6 +22,7 @@ from aioproducer.config_values import (
     parse_bool,
     parse_bootstrap,
     parse_choice,
+    parse_interceptors,
     parse_level,
     parse_optional_bool,
     parse_optional_int,
@@ -53,9 +54,9 @@ _COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Java producer settings aioproducer does not implement: naming one is a missing feature, not a typo.
 _UNSUPPORTED_JAVA = frozenset(
-    "client.dns.lookup send.buffer.bytes receive.buffer.bytes interceptor.classes metric.reporters "  # noqa: SIM905
+    "client.dns.lookup send.buffer.bytes receive.buffer.bytes metric.reporters "  # noqa: SIM905
     "metrics.num.samples metrics.recording.level metrics.sample.window.ms enable.metrics.push "
-    "partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms transaction.timeout.ms "
+    "partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms "
     "transaction.two.phase.commit.enable security.providers metadata.recovery.strategy "
     "metadata.recovery.rebootstrap.trigger.ms config.providers".split()
 )
@@ -111,6 +112,8 @@ class ProducerConfig:
     partitioner_ignore_keys: bool = False
     key_serializer: SerializerSpec = None
     value_serializer: SerializerSpec = None
+    # Java's interceptor.classes: hooks given by "module.Class" name, class or object (see aioproducer.hooks).
+    interceptor_classes: tuple[Any, ...] = ()
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     # TLS (SSL, SASL_SSL): a ready context, or PEM files. Java's PEM keystore (key and certificate in one file)
     # maps to ssl_certfile; JKS/PKCS12 stores are not readable by Python's ssl module.
@@ -125,7 +128,8 @@ class ProducerConfig:
     sasl_plain_username: str | None = field(default=None, metadata={"java": None})  # PLAIN and SCRAM
     sasl_plain_password: str | None = field(default=None, metadata={"java": None, "secret": True})
     sasl_oauth_token_provider: Callable[[], Awaitable[Any]] | None = field(default=None, metadata={"java": None})
-    transactional_id: str | None = None
+    transactional_id: str | None = None  # a transactional producer: idempotence on, acks=all, <= 5 in flight
+    transaction_timeout_ms: int = _int(60000, lowest=1)  # sent in InitProducerId; the coordinator aborts after it
     allow_auto_create_topics: bool = True
 
     def __post_init__(self) -> None:
@@ -175,6 +179,13 @@ class ProducerConfig:
             raise ConfigError(
                 f"enable_idempotence=True conflicts with {' and '.join(conflicts)}: change those settings, "
                 f"or set enable_idempotence=False (or leave it unset to turn it off silently)"
+            )
+        # Java's postProcessAndValidateIdempotenceConfigs: a transactional id needs idempotence, explicit or implied.
+        if self.transactional_id is not None and not self.idempotence:
+            reason = " and ".join(conflicts) if conflicts else "enable_idempotence=False"
+            raise ConfigError(
+                f"transactional_id={self.transactional_id!r} needs idempotence, which {reason} turns off: "
+                "remove the conflicting settings"
             )
 
     @property
@@ -333,6 +344,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "partitioner": parse_partitioner,
     "key_serializer": parse_serializer,
     "value_serializer": parse_serializer,
+    "interceptor_classes": parse_interceptors,
     "security_protocol": lambda name, value: parse_choice(name, value, _SECURITY_PROTOCOLS, upper=True),
     "transactional_id": parse_transactional_id,
     "ssl_context": _security.parse_ssl_context,

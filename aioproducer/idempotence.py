@@ -57,10 +57,13 @@ R10 Transactions: a transactional producer never bumps or renumbers on its own. 
     the new identity after the abort (`set_producer_id`) restarts every stream. CLUSTER_AUTHORIZATION_FAILED,
     PRODUCER_FENCED and UNSUPPORTED_VERSION are fatal (Java: maybeTransitionToErrorState).
 
-On purpose, unlike Java: a break renumbers only the batches from the break on (Java rewrites every in-flight batch of
-the partition, so a batch before the break that was written but not acknowledged would be written twice), and
-waits for the partition's requests on the wire; a batch expiring on the wire or with an unanswered attempt leaves
-an unresolved hole (Java: only a batch being retried); at most 5 batches of a partition are tracked at once.
+On purpose, unlike Java (each where Java can write a record twice or out of order): a break renumbers only the
+batches from the break on, once nothing of the partition is on the wire (Java rewrites every in-flight batch of the
+partition at once, a written one whose acknowledgement was lost included); a probe goes alone after idle and at a
+stream's start, no new batch is stamped while one is retried, and at most 5 are tracked (Java relies on 5 requests
+per connection); a batch refused as out of order after a later one was acknowledged fails at once (Java retries it
+until delivery_timeout_ms); a batch failing on the wire or after an unanswered attempt leaves an unresolved hole
+(Java: only a batch being retried); a broker refusing a locally bumped epoch gets a new producer id (Java: fatal).
 """
 
 from __future__ import annotations
@@ -168,7 +171,7 @@ class _Stream:
     last_acked_offset: int = -1
     last_ack_ms: int = 0
     tracked: list[SequencedBatch] = field(default_factory=list)  # in sequence order
-    on_wire: int = 0  # batches of this partition on the wire, tracked or not
+    on_wire: set[int] = field(default_factory=set)  # batches of this partition on the wire (by id), tracked or not
     # Of those, batches already failed (delivery timeout) whose answer has not come (by identity).
     stray_on_wire: dict[int, SequencedBatch] = field(default_factory=dict)
     unresolved_next: int | None = None  # R8: the sequence after a hole of unknown fate
@@ -282,7 +285,7 @@ class IdempotenceState:
         if stream.unresolved_next is not None or stream.broken_at is not None:  # R5
             return False
         if (stream.producer_id, stream.producer_epoch) != (self.producer_id, self.producer_epoch):
-            return not stream.tracked and stream.on_wire == 0
+            return not stream.tracked and not stream.on_wire
         if stream.probe is not None:
             return False  # R5: a broker with no state for the producer takes any sequence: one at a time
         if any(tracked.attempts for tracked in stream.tracked):
@@ -301,10 +304,10 @@ class IdempotenceState:
             batch.base_sequence = stream.next_sequence
             stream.next_sequence += batch.record_count
             idle = stream.last_acked == NO_SEQUENCE or now_ms - stream.last_ack_ms >= IDLE_PROBE_MS
-            if idle and not stream.tracked and stream.on_wire == 0:
+            if idle and not stream.tracked and not stream.on_wire:
                 stream.probe = batch  # R5: the broker may have no state for the producer
             stream.tracked.append(batch)
-        stream.on_wire += 1
+        stream.on_wire.add(id(batch))
 
     def _stream(self, tp: TopicPartition) -> _Stream:
         stream = self._streams.get(tp)
@@ -357,10 +360,7 @@ class IdempotenceState:
     def on_late_response(self, batch: SequencedBatch, error_code: int, base_offset: int = -1, now_ms: int = 0) -> None:
         """An answer (-1: none) for a batch failed while it was on the wire (delivery timeout): bookkeeping only."""
         stream = self._off_wire(batch)
-        if stream is None:
-            return
-        stream.stray_on_wire.pop(id(batch), None)
-        if error_code == 0 or error_code == _DUPLICATE_SEQUENCE_NUMBER:
+        if stream is not None and (error_code == 0 or error_code == _DUPLICATE_SEQUENCE_NUMBER):
             self._acked(batch, stream, base_offset, now_ms)
 
     def on_split(self, batch: SequencedBatch, parts: Sequence[SequencedBatch]) -> None:
@@ -396,9 +396,14 @@ class IdempotenceState:
         return error
 
     def on_abandoned(self, batches: Iterable[SequencedBatch], error: BaseException) -> None:
-        """Queued batches failed with `error` without being sent again (close, a fatal error): R8 for each."""
+        """Batches failed with `error` without another try (close, a fatal error, a fault while handling their
+        answer): R8 for each; one still counted on the wire is counted off, its answer never to be read."""
         for batch in batches:
-            self._fail(batch, self._streams.get(batch.tp) if self.enabled else None, -1, error)
+            stream = self._streams.get(batch.tp) if self.enabled else None
+            if stream is not None:
+                stream.on_wire.discard(id(batch))
+                stream.stray_on_wire.pop(id(batch), None)
+            self._fail(batch, stream, -1, error)
 
     def timeout_error(self, batch: SequencedBatch, now_ms: int, last_error: BaseException | None) -> BaseException:
         """The DeliveryTimeoutError of a batch whose time ran out, saying whether it may have been written."""
@@ -425,8 +430,9 @@ class IdempotenceState:
         stream = self._streams.get(batch.tp) if self.enabled else None
         if stream is None or batch.base_sequence == NO_SEQUENCE:
             return None
-        stream.on_wire -= 1
-        if stream.on_wire == 0 and (stream.broken_at is not None or stream.unresolved_next is not None):
+        stream.on_wire.discard(id(batch))
+        stream.stray_on_wire.pop(id(batch), None)
+        if not stream.on_wire and (stream.broken_at is not None or stream.unresolved_next is not None):
             self._attention.add(batch.tp)
         if (batch.producer_id, batch.producer_epoch) != (stream.producer_id, stream.producer_epoch):
             return None  # a batch of an older stream, failed while on the wire: nothing of it is tracked
@@ -558,7 +564,7 @@ class IdempotenceState:
             if stream is None:
                 self._attention.discard(tp)
                 continue
-            quiet = not stream.tracked and stream.on_wire == 0
+            quiet = not stream.tracked and not stream.on_wire
             if stream.unresolved_next is not None and quiet:
                 if stream.last_acked + 1 >= stream.unresolved_next:
                     stream.unresolved_next = None
@@ -569,7 +575,7 @@ class IdempotenceState:
                     self._break(stream, tp, stream.next_sequence)
             if (
                 stream.broken_at is not None
-                and stream.on_wire == 0
+                and not stream.on_wire
                 and not stream.first_tracked_before(stream.broken_at)
             ):
                 self._restart(stream, tp)

@@ -212,8 +212,13 @@ class MetadataState:
             return max(0, backoff_left)
         return max(0, backoff_left, self._last_refresh_ms + self._max_age_ms - now_ms)
 
-    def topics_to_request(self, now_ms: int) -> list[str]:
-        """Topics for the next request, after dropping those idle for longer than `metadata_max_idle_ms`."""
+    def topics_to_request(self, now_ms: int, in_use: Iterable[str] = ()) -> list[str]:
+        """Topics for the next request, after dropping those idle for longer than `metadata_max_idle_ms`. Topics
+        `in_use` (records of theirs are not delivered yet) count as used now: records waiting for a leader that
+        moved must see the new one, however long since their topic last started a batch."""
+        for topic in in_use:
+            if topic in self._last_used_ms:
+                self._last_used_ms[topic] = now_ms
         idle = [t for t, used in self._last_used_ms.items() if now_ms - used > self._max_idle_ms]
         for topic in idle:
             del self._last_used_ms[topic]

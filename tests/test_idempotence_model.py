@@ -355,6 +355,7 @@ class SequenceMachine(RuleBasedStateMachine):
         # The faults stop: the leader answers everything, without time passing.
         for _ in range(10_000):
             progressed = False
+            self.idem.maybe_resolve()  # may find that a new producer id is needed
             if self.idem.needs_producer_id:
                 self.init_producer_id()
                 progressed = True
@@ -383,7 +384,7 @@ class SequenceMachine(RuleBasedStateMachine):
 DEEP = bool(os.environ.get("AIOPRODUCER_DEEP_MODEL"))
 TestSequenceMachine = SequenceMachine.TestCase
 TestSequenceMachine.settings = settings(
-    max_examples=int(os.environ.get("AIOPRODUCER_MODEL_EXAMPLES", 3000 if DEEP else 250)),
+    max_examples=int(os.environ.get("AIOPRODUCER_MODEL_EXAMPLES", 3000 if DEEP else 200)),
     stateful_step_count=80 if DEEP else 50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -89,7 +89,6 @@ async def test_a_record_over_the_topics_max_message_bytes_fails_with_message_too
     assert [r.value for r in await read_back_async(kafka_cluster.bootstrap_servers, topic)] == [b"small"]
 
 
-@pytest.mark.xfail(strict=True, reason="open bug: halves of split batches are queued out of order")
 async def test_batches_over_the_topics_limit_are_split_until_they_fit(kafka_cluster: KafkaCluster) -> None:
     """Regression: when two batches of a partition in flight were both refused as too large, the halves of the
     second were queued ahead of the first's (each split pushes its halves to the queue's front, with fresh

@@ -278,13 +278,6 @@ def assert_offsets_are_real(target: Target, results: list[object], records: list
             assert where.get((result.partition, result.offset)) == record.value, (result, record.value)
 
 
-def until_retries_hold_back_newer_batches(target: Target, request: pytest.FixtureRequest) -> None:
-    """On Kafka, a fault that hits a batch and then its retry can end in duplicates (pinned deterministically by
-    test_a_retry_whose_answer_is_lost_again_is_not_overtaken_by_newer_batches); random plans hit it sometimes."""
-    if target.name == "kafka":
-        request.applymarker(pytest.mark.xfail(strict=False, reason="open bug: new batches overtake a pending retry"))
-
-
 def refused_duplicates(results: list[object]) -> int:
     return sum(1 for r in results if isinstance(r, RecordMetadata) and r.offset == -1)
 
@@ -315,11 +308,7 @@ def failures(results: list[object]) -> list[object]:
 
 
 @pytest.mark.parametrize("in_flight", [1, 5])
-async def test_lost_acknowledgements_leave_every_record_exactly_once(
-    target: Target, in_flight: int, request: pytest.FixtureRequest
-) -> None:
-    if in_flight > 1:
-        until_retries_hold_back_newer_batches(target, request)
+async def test_lost_acknowledgements_leave_every_record_exactly_once(target: Target, in_flight: int) -> None:
     plan = every(4, first=3, act=Act.LOSE_ACK, limit=6)
     settings = {"max_in_flight_requests_per_connection": in_flight}
     proxy, results = await run_through_proxy(target, f"lost-ack-{in_flight}", plan, 2000, **settings)
@@ -330,10 +319,7 @@ async def test_lost_acknowledgements_leave_every_record_exactly_once(
         assert refused_duplicates(results) >= 1
 
 
-async def test_errors_after_the_write_are_retried_into_duplicates_the_broker_recognises(
-    target: Target, request: pytest.FixtureRequest
-) -> None:
-    until_retries_hold_back_newer_batches(target, request)
+async def test_errors_after_the_write_are_retried_into_duplicates_the_broker_recognises(target: Target) -> None:
     plan = every(4, first=2, act=Act.FAIL_AFTER, codes=(REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS), limit=6)
     proxy, results = await run_through_proxy(target, "fail-after", plan, 2000)
     assert failures(results) == []
@@ -364,18 +350,14 @@ async def test_a_refused_first_batch_is_not_overtaken_by_the_next_ones(target: T
     assert proxy.faults[Act.FAIL_BEFORE] == 1, proxy.faults
 
 
-async def test_a_retry_whose_answer_is_lost_again_is_not_overtaken_by_newer_batches(
-    target: Target, request: pytest.FixtureRequest
-) -> None:
+async def test_a_retry_whose_answer_is_lost_again_is_not_overtaken_by_newer_batches(target: Target) -> None:
     """Regression: a batch was written but answered with an error, then its retry too. While the retry was in
-    flight the producer sent newer batches of the partition behind it, and they were written; Kafka remembers only
-    a producer's last five batches per partition, so the second retry was no longer recognised as a duplicate but
-    refused as OUT_OF_ORDER_SEQUENCE_NUMBER, and the epoch bump that followed wrote it again, and the batches after
-    it: records duplicated and out of order. Java keeps one request in flight for a partition whose batch is being
-    retried (RecordAccumulator.shouldStopDrainBatchesForPartition). Tansu checks duplicates against its whole log
-    and hid it."""
-    if target.name == "kafka":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="open bug: new batches overtake a pending retry"))
+    flight the producer sent newer batches of the partition behind it, and Kafka wrote them; it remembers only a
+    producer's last five batches per partition, so the second retry was no longer recognised as a duplicate but
+    refused as OUT_OF_ORDER_SEQUENCE_NUMBER. The producer then either wrote it again after an epoch bump (records
+    duplicated and out of order) or failed records that are in the log. Yet Kafka accepted the newer batches only
+    because this one was written before them: a retry refused as out of order while a later sequence of the same
+    epoch is acknowledged is a duplicate. Tansu checks duplicates against its whole log and hid all this."""
     topic = f"retry-lost-twice-{target.name}"
     await asyncio.to_thread(create_topic, target.bootstrap_servers, topic, 1)
     proxy = RetryLostTwiceProxy(target.bootstrap_servers)

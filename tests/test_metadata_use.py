@@ -74,6 +74,15 @@ def test_a_topic_in_constant_use_is_kept_and_one_no_longer_used_is_dropped() -> 
     assert state.topics_to_request(clock[0]) == ["busy"]  # "quiet" was idle for longer than IDLE_MS
 
 
+def test_a_topic_with_undelivered_records_is_in_use_however_old_its_last_batch() -> None:
+    state = MetadataState(max_age_ms=1000, max_idle_ms=IDLE_MS, retry_backoff_ms=100)
+    state.add_topic("waiting", 0)
+    state.add_topic("done", 0)
+    assert state.topics_to_request(IDLE_MS + 1, in_use=["waiting"]) == ["waiting"]
+    assert state.topics_to_request(2 * IDLE_MS, in_use=[]) == ["waiting"]  # idle counts from when it was in use
+    assert state.topics_to_request(2 * IDLE_MS + IDLE_MS + 2, in_use=["never-added"]) == []
+
+
 async def test_a_grown_topic_in_constant_use_is_seen_after_metadata_max_idle_ms(mock_cluster: MockCluster) -> None:
     """Sent to without pause for longer than metadata_max_idle_ms, a topic stopped being refreshed: new partitions
     were never used."""
@@ -94,6 +103,30 @@ async def test_a_grown_topic_in_constant_use_is_seen_after_metadata_max_idle_ms(
             partition = (await asyncio.wait_for(producer.send("busy", b"probe", key=key), 5)).partition
             await asyncio.sleep(0.05)
     assert partition == 2, "the producer never saw the topic's third partition"
+
+
+async def test_a_topic_whose_records_wait_for_a_dead_leader_stays_in_refreshes(mock_cluster: MockCluster) -> None:
+    """A topic whose records were stuck behind a dead leader, and that got no new batch for metadata_max_idle_ms,
+    dropped out of metadata refreshes while its records waited: the new leader was never seen and they expired."""
+    mock_cluster.create_topic("stuck", 1)
+    mock_cluster.set_partition_leader("stuck", 0, 1)
+    settings = {
+        "metadata_max_idle_ms": IDLE_MS,
+        "metadata_max_age_ms": 200,
+        "linger_ms": 1,
+        "request_timeout_ms": 2000,
+        "delivery_timeout_ms": 30_000,
+    }
+    async with Producer(mock_cluster.bootstrap_servers, **settings) as producer:
+        await producer.send("stuck", b"first")
+        # Broker 1 stays listed but answers nothing in time (a stalled host): requests time out, the batch waits.
+        mock_cluster.set_broker_rtt(1, 120_000)
+        waiting = asyncio.ensure_future(producer.send("stuck", b"waits for a leader"))
+        await asyncio.sleep(IDLE_MS / 1000 + 1.0)
+        assert not waiting.done()
+        mock_cluster.set_partition_leader("stuck", 0, 2)
+        sent = await asyncio.wait_for(waiting, 10)
+    assert sent.partition == 0
 
 
 async def send_steadily(producer: Producer, topic: str, seconds: float, key: bytes | None = None) -> None:

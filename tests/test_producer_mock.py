@@ -8,6 +8,7 @@ import pytest
 
 from aioproducer import Producer, ProducerRecord, RecordMetadata
 from aioproducer.errors import RecordTooLargeError
+from aioproducer.idempotence import IdempotenceState
 from aioproducer.protocol import ApiKey
 from aioproducer.testing import MockCluster, read_back
 
@@ -70,3 +71,21 @@ async def test_flush_and_close_return_once_a_split_batch_is_delivered(mock_clust
         await producer.close(timeout=1)
     values = [r.value for r in read_back(mock_cluster.bootstrap_servers, "split-wait")]
     assert values == [b"warm-up"] + [b"r%02d" % i for i in range(20)]
+
+
+async def test_a_fault_in_handling_an_answer_fails_the_records_instead_of_leaving_them_pending(
+    mock_cluster: MockCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every record resolves even if handling its Produce answer raises (a bug): the error reaches the caller."""
+    mock_cluster.create_topic("faulty", 1)
+    async with Producer(mock_cluster.bootstrap_servers, linger_ms=0) as producer:
+        await producer.send("faulty", b"warm-up")
+
+        def broken(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("a bug in answer handling")
+
+        monkeypatch.setattr(IdempotenceState, "on_response", broken)
+        with pytest.raises(RuntimeError, match="a bug"):
+            await asyncio.wait_for(producer.send("faulty", b"v"), 10)
+        monkeypatch.undo()
+        assert (await producer.send("faulty", b"after")).offset >= 1

@@ -19,7 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from aioproducer import RecordMetadata
-from aioproducer.errors import ConfigError, FeatureNotAvailableError, InvalidRecordError, UnknownPartitionError
+from aioproducer.errors import ConfigError, InvalidRecordError, UnknownPartitionError
 from aioproducer.spark import PublishError, PublishReport, publish, register
 from aioproducer.spark.convert import records_from_arrow
 from aioproducer.spark.options import DEFAULT_CHUNK_ROWS, parse_options, resolve_placeholders
@@ -265,7 +265,7 @@ def test_options_follow_the_kafka_sink() -> None:
     ("given", "error", "message"),
     [
         ({}, ConfigError, "Option 'kafka.bootstrap.servers' must be specified"),
-        ({"kafka.transactional.id": "tx"}, FeatureNotAvailableError, "transactional publishing is not available"),
+        ({"kafka.transactional.id": "tx"}, ConfigError, "delivery='transactional'"),
         ({"kafka.key.serializer": "x"}, ConfigError, "keys are serialized with ByteArraySerializer"),
         ({"kafka.linger.mss": "5"}, ConfigError, "did you mean 'linger.ms'"),
         ({"kafka.acks": "3"}, ConfigError, "acks"),

@@ -46,7 +46,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--keys", type=int, default=0, help="cycle over this many distinct keys (default 0: keyless)")
     parser.add_argument("--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"])
     parser.add_argument("--acks", choices=["all", "-1", "0", "1"])
-    parser.add_argument("--transactional-id", help="produce in transactions with this id")
+    parser.add_argument("--transactional-id", help="produce every record in one transaction with this id")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
     parser.add_argument("--plot", metavar="PNG", help="write throughput and latency over time to this PNG file")
     add_connection_options(parser)
@@ -75,12 +75,16 @@ async def run(args: argparse.Namespace, display: Display) -> int:
     keys = [b"key-%d" % k for k in range(args.keys)] if args.keys > 0 else None
     sample_every = min(_MAX_SAMPLE_EVERY, max(1, total // _FULL_SAMPLES))
     async with producer:
+        if args.transactional_id:
+            await producer.begin_transaction()  # one transaction for the run, committed after the flush
         tracker = Tracker()
         with display.progress(f"producing to {args.topic}", total) as progress:
             ticker = asyncio.get_running_loop().create_task(_tick(tracker, progress, args.record_size))
             try:
                 await _produce(producer, tracker, args.topic, payload, keys, total, sample_every, args.throughput)
                 await producer.flush()
+                if args.transactional_id:
+                    await producer.commit_transaction()
                 await tracker.finish()
             finally:
                 ticker.cancel()

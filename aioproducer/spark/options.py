@@ -44,7 +44,7 @@ def parse_options(
 
     `topic` and `fail_on_error` are the keyword forms of the `topic` and `failOnError` options; giving both forms
     with different values is a ConfigError. Raises ConfigError, or FeatureNotAvailableError for a Kafka feature
-    aioproducer does not have (transactions, TLS, SASL).
+    aioproducer does not have.
     """
     producer_config: dict[str, str] = {}
     own: dict[str, str] = {}
@@ -84,9 +84,9 @@ def check_producer_config(config: Mapping[str, str]) -> None:
                 f"cast the column to string or binary in Spark instead"
             )
     if "transactional.id" in config:
-        raise FeatureNotAvailableError(
-            "Kafka option 'kafka.transactional.id': transactional publishing is not available in aioproducer.spark; "
-            "each task publishes with its own idempotent producer (at-least-once when Spark retries a task)"
+        raise ConfigError(
+            "Kafka option 'kafka.transactional.id' is not accepted: publish with delivery='transactional' and "
+            "transactional_id_prefix, which gives each Spark partition its own transactional id"
         )
     try:
         ProducerConfig.build(resolve_placeholders(config, strict=False))

@@ -126,12 +126,15 @@ class PublishReport:
     """The outcome of one publish, returned on the driver: one `TaskReport` per Spark partition.
 
     `stage_retried` (Spark re-ran the publishing stage) and `speculation` (speculative copies of tasks may have
-    published before being killed) mean any partition may have been published more than once.
+    published before being killed) mean any partition may have been published more than once. `delivery` says which
+    mode ran: "at_least_once", or "transactional" (a retried task's earlier attempts are invisible to read_committed
+    readers unless an attempt died after its commit).
     """
 
     tasks: tuple[TaskReport, ...]
     stage_retried: bool = False
     speculation: bool = False
+    delivery: str = "at_least_once"
     partitions: tuple[PartitionOffsets, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -169,7 +172,7 @@ class PublishReport:
         """A few lines for a log or an exception message."""
         lines = [
             f"{self.delivered} records delivered, {self.failed} failed, by {_count(len(self.tasks), 'Spark task')} "
-            f"to {_count(len(self.partitions), 'Kafka partition')}"
+            f"to {_count(len(self.partitions), 'Kafka partition')} ({self.delivery.replace('_', '-')})"
         ]
         lines += [
             f"  {p.topic}[{p.partition}]: {p.records} records, offsets {p.first_offset}..{p.last_offset}"

@@ -19,6 +19,7 @@ from aioproducer.spark._deps import require
 from aioproducer.spark.convert import records_from_arrow
 from aioproducer.spark.options import PublishOptions, resolve_placeholders
 from aioproducer.spark.report import MAX_ERRORS, TaskReport, TaskTally, arrow_schema
+from aioproducer.spark.transactional import publish_in_transaction
 
 __all__ = ["MAX_PENDING_CHUNKS", "TaskPlan", "publish_partition", "run_task"]
 
@@ -38,6 +39,7 @@ class TaskPlan:
     topic: str | None
     chunk_rows: int
     max_errors: int = MAX_ERRORS
+    transactional_id_prefix: str | None = None  # delivery="transactional": one transaction per task
 
     @classmethod
     def from_options(cls, options: PublishOptions) -> TaskPlan:
@@ -61,7 +63,12 @@ def run_task(batches: Iterable[Any], plan: TaskPlan) -> TaskReport:
     tally = TaskTally(partition, plan.max_errors)
     started = time.monotonic()
     with _young_collections_every(_GC_YOUNG_THRESHOLD):
-        asyncio.run(_publish(_chunks(batches, plan), plan, tally))
+        if plan.transactional_id_prefix is not None:
+            config = resolve_placeholders(plan.producer_config, strict=True)
+            chunks = _chunks(batches, plan)
+            asyncio.run(publish_in_transaction(chunks, config, plan.transactional_id_prefix, partition, tally))
+        else:
+            asyncio.run(_publish(_chunks(batches, plan), plan, tally))
     return tally.report(attempt, stage, round((time.monotonic() - started) * 1000))
 
 

@@ -7,7 +7,7 @@ or after `latency_ms`) or manual (`complete_next`, `fail_next`, and `flush` comp
 
 A record gets its offset when it completes successfully, as a broker assigns it on append; `_write` is the one place
 records enter a partition's log, where a future transactional mock would hold them until commit. Transactions are
-not built yet: `transactional_id` raises the Producer's own `FeatureNotAvailableError` from `ProducerConfig`.
+not modelled yet: `transactional_id` raises `FeatureNotAvailableError` (the Producer itself runs them).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from aioproducer.delivery import BulkDeliveries, Delivery, resolve
 from aioproducer.errors import (
     AioProducerError,
     ConfigError,
+    FeatureNotAvailableError,
     KafkaTimeoutError,
     MetadataTimeoutError,
     ProducerClosedError,
@@ -74,6 +75,11 @@ class MockProducer:
         elif not (config and ("bootstrap.servers" in config or "bootstrap_servers" in config)):
             settings.setdefault("bootstrap_servers", _DEFAULT_BOOTSTRAP)
         self.config = cfg = ProducerConfig.build(config, **settings)
+        if cfg.transactional_id is not None:
+            raise FeatureNotAvailableError(
+                "MockProducer does not model transactions yet: remove transactional_id (the Producer runs them; "
+                "test transactional code against the kafka_cluster fixture)"
+            )
         if isinstance(default_partitions, bool) or not isinstance(default_partitions, int) or default_partitions < 1:
             raise ConfigError(f"default_partitions must be a positive int, got {default_partitions!r}")
         if latency_ms < 0:

@@ -69,6 +69,9 @@ class Workload:
     via_bulk: bool = False  # for "lag": produce with send_many-style chunks instead of an enqueue loop
     clients: tuple[str, ...] = PYTHON_CLIENTS
     brokers: tuple[str, ...] = ("tansu",)
+    # aioproducer only: "off" skips the observer's per-batch work (the baseline), "otel" adds the OpenTelemetry hook
+    # with every span sampled and no exporter; "" is the default producer (metrics on, no hooks).
+    observe: str = ""
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,26 @@ WORKLOADS: tuple[Workload, ...] = (
         )
         for size, count in ((1000, 300_000), (100, 1_000_000))
         for mb in (8, 32)
+    ),
+    # The cost of observing: the same keyless 100 B workloads with the observer off, with metrics only (the
+    # default), and with OpenTelemetry at full sampling, run in the same rounds so the three compare fairly.
+    *(
+        Workload(
+            f"observe_{observe}_{mode}_100B",
+            f"keyless 100 B, {'enqueue loop' if mode == 'loop' else 'send_many'}, {label}",
+            mode,
+            # OpenTelemetry's SDK costs ~100 µs a span: fewer records keep its rows to seconds (CPU is per million).
+            full=60_000 if observe == "otel" else 300_000,
+            quick=6_000 if observe == "otel" else 30_000,
+            clients=("aioproducer",),
+            observe=observe,
+        )
+        for mode in ("loop", "bulk")
+        for observe, label in (
+            ("off", "observer off (baseline)"),
+            ("metrics", "metrics only (default)"),
+            ("otel", "OpenTelemetry, full sampling"),
+        )
     ),
 )
 
