@@ -271,3 +271,28 @@ async def test_the_same_calls_raise_what_the_producer_raises_on_real_kafka(
         mine = await _script(mock, topic)
     assert mine == theirs
     assert theirs.count("ok") == 7 and "TransactionStateError" in theirs  # the script exercises both kinds
+
+
+async def test_commit_waits_for_records_with_latency_and_send_many_is_held_too() -> None:
+    async with MockProducer(transactional_id="tx", latency_ms=20) as mock:
+        await mock.begin_transaction()
+        deliveries = [await mock.enqueue("t", b"slow") for _ in range(3)]
+        results = await mock.send_many([ProducerRecord("t", b"bulk"), ProducerRecord("t", b"bulk2")])
+        assert [r.offset for r in results] == [3, 4]  # type: ignore[union-attr]
+        assert mock.records() == [] and len(mock.uncommitted_history()) == 5
+        await mock.commit_transaction(timeout=30)
+        assert all(d.done() for d in deliveries)
+        assert [r.value for r in mock.records()] == [b"slow"] * 3 + [b"bulk", b"bulk2"]
+        assert len(mock.history()) == 5
+
+
+async def test_a_commit_that_times_out_on_slow_records_can_be_called_again() -> None:
+    async with MockProducer(transactional_id="tx", latency_ms=300) as mock:
+        await mock.begin_transaction()
+        await mock.enqueue("t", b"slow")
+        with pytest.raises(errors.TransactionTimeoutError):
+            await mock.commit_transaction(timeout=0.01)
+        with pytest.raises(errors.TransactionStateError, match="commit_transaction"):
+            await mock.begin_transaction()
+        await mock.commit_transaction(timeout=30)
+        assert [r.value for r in mock.records()] == [b"slow"]
