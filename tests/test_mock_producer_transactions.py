@@ -71,7 +71,7 @@ async def test_abort_drops_completed_records_and_fails_pending_ones() -> None:
 @pytest.mark.parametrize("transactional", [False, True])
 async def test_state_errors_are_the_producers(transactional: bool) -> None:
     """Each wrong call raises the class the Producer raises for it (the Producer's checks run before any I/O)."""
-    settings = {"transactional_id": "tx"} if transactional else {}
+    settings: dict[str, Any] = {"transactional_id": "tx"} if transactional else {}
     async with MockProducer(**settings) as mock:
         if not transactional:
             with pytest.raises(errors.TransactionStateError, match="not a transactional producer"):
