@@ -194,12 +194,6 @@ async def test_lifecycle_follows_the_producer() -> None:
     await mock.close()  # idempotent
 
 
-def test_transactions_are_not_modelled_by_the_mock() -> None:
-    assert Producer("h:1", transactional_id="tx").config.transactional_id == "tx"
-    with pytest.raises(errors.FeatureNotAvailableError, match="does not model transactions"):
-        MockProducer(transactional_id="tx")
-
-
 def test_settings_are_validated_by_the_producers_config() -> None:
     with pytest.raises(errors.ConfigError, match="linger"):
         MockProducer(linger_ms=-1)
