@@ -21,7 +21,14 @@ from .cluster import Cluster, monotonic_ms
 from .compression import CompressionType
 from .config import ProducerConfig
 from .delivery import BulkDeliveries, Delivery, resolve
-from .errors import AioProducerError, KafkaTimeoutError, ProducerClosedError, TransactionStateError, TransportError
+from .errors import (
+    AioProducerError,
+    InvalidRecordError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    TransactionStateError,
+    TransportError,
+)
 from .health import Health, health_of
 from .idempotence import IdempotenceState
 from .memory import MemoryWaiters
@@ -349,7 +356,12 @@ class Producer(TransactionalMethods):
             raise self._closed_error()
         if self._txn is not None:
             self._txn.check_send()
-        batch = records if isinstance(records, Sequence) else list(records)
+        try:
+            batch = records if isinstance(records, Sequence) else list(records)
+        except TypeError:
+            raise InvalidRecordError(
+                f"send_many takes an iterable of ProducerRecords, got {type(records).__name__}"
+            ) from None
         refused = None
         if self._record_serializer is not None:
             batch, refused = await self._record_serializer.apply_many(batch)
@@ -491,8 +503,9 @@ class Producer(TransactionalMethods):
         return self._txn
 
     def _topics_in_use(self) -> set[str]:
-        """Topics with batches not delivered yet (read once per metadata refresh, not per record)."""
-        return {batch.topic for batch in self._accumulator.incomplete}
+        """Topics with batches waiting to be sent or retried (read once per metadata refresh, one look per
+        partition; a batch in flight comes back to its queue if its request fails)."""
+        return {topic for (topic, _partition), queue in self._accumulator.queues.items() if queue}
 
     def _wake(self) -> None:
         if self._state != _NEW:

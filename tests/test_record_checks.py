@@ -178,3 +178,21 @@ async def test_an_explicit_partition_that_never_appears_fails_after_max_block_ms
         mock_cluster.stop_request_tracking()
     assert 0.6 <= waited < 3
     assert len(metadata_requests) >= 2  # it asked the cluster again while waiting, as Java does
+
+
+async def test_send_many_fails_an_item_that_is_not_a_record_alone(mock_cluster: MockCluster) -> None:
+    """An item that was not a ProducerRecord (or 6-tuple) raised a bare ValueError or TypeError out of send_many,
+    losing the results of the records buffered before it; a non-iterable argument raised TypeError."""
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, linger_ms=1) as producer:
+        items: list[Any] = [ProducerRecord("t", b"a"), ("t", b"short"), None, ProducerRecord("t", b"b")]
+        results = await asyncio.wait_for(producer.send_many(items), 5)
+        assert [type(r).__name__ for r in results] == [
+            "RecordMetadata",
+            "InvalidRecordError",
+            "InvalidRecordError",
+            "RecordMetadata",
+        ]
+        assert "send_many takes ProducerRecords" in str(results[1])
+        with pytest.raises(InvalidRecordError, match="iterable of ProducerRecords, got NoneType"):
+            await producer.send_many(None)  # type: ignore[arg-type]
