@@ -23,7 +23,8 @@ _TOPIC, _FAIL_ON_ERROR, _CHUNK_ROWS = "topic", "failonerror", "chunkrows"
 _BOOLEANS = {"true": True, "false": False}
 # Spark's KafkaSourceProvider rejects these for the sink: the columns are already bytes (ByteArraySerializer).
 _SERIALIZER_KEYS = {"key.serializer": "keys", "value.serializer": "values"}
-# The placeholder forms of Kafka's EnvVarConfigProvider / FileConfigProvider (KIP-887, KIP-297), whole value only.
+# The placeholder forms of Kafka's EnvVarConfigProvider / FileConfigProvider (KIP-887, KIP-297); a file's whole
+# text is the value (Java's FileConfigProvider would read one key of a properties file).
 _PLACEHOLDER = re.compile(r"\$\{(?P<provider>env|file):(?P<name>[^}]+)\}")
 
 
@@ -73,7 +74,8 @@ def parse_options(
 def check_producer_config(config: Mapping[str, str]) -> None:
     """The driver-side check of the `kafka.*` settings: required, rejected and unsupported keys, then every value.
 
-    A placeholder the driver cannot resolve is left to the executors, which check it when they build the producer.
+    A setting whose whole value is a placeholder the driver cannot resolve is left to the executors, which resolve
+    it and build the producer: when such a setting is missing here, a failing check is theirs to report.
     """
     if not config.get("bootstrap.servers"):
         raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring the Kafka producer")
@@ -85,34 +87,50 @@ def check_producer_config(config: Mapping[str, str]) -> None:
             )
     if "transactional.id" in config:
         raise FeatureNotAvailableError(
-            "Kafka option 'kafka.transactional.id': transactional publishing is not available in aioproducer.spark; "
-            "each task publishes with its own idempotent producer (at-least-once when Spark retries a task)"
+            "Kafka option 'kafka.transactional.id': transactional publishing is not available in aioproducer.spark "
+            "yet; each task publishes with an idempotent producer (at-least-once when Spark runs a task again)"
         )
+    resolved = resolve_placeholders(config, strict=False)
     try:
-        ProducerConfig.build(resolve_placeholders(config, strict=False))
+        ProducerConfig.build(resolved)
     except (ConfigError, FeatureNotAvailableError) as exc:
+        if set(config) - set(resolved):
+            return  # the executors see the missing settings and check everything
         raise type(exc)(f"in the 'kafka.*' options: {exc}") from exc
 
 
 def resolve_placeholders(config: Mapping[str, str], *, strict: bool) -> dict[str, str]:
-    """`config` with `${env:NAME}` and `${file:PATH}` values replaced by the variable or the file's text.
+    """`config` with each `${env:NAME}` / `${file:PATH}` replaced by the variable or the file's text, wherever it
+    appears in a value (a JAAS string may hold several).
 
-    Unresolvable placeholders raise ConfigError when `strict` (the executors), else their keys are left out (the
-    driver, which may lack the executors' environment). Messages name the variable or file, never a value.
+    Unresolvable placeholders raise ConfigError when `strict` (the executors). Otherwise (the driver, which may lack
+    the executors' environment) a value that is one placeholder is left out, and a placeholder inside a longer value
+    stays as written. Messages name the variable or file, never a value.
     """
     resolved: dict[str, str] = {}
     for key, value in config.items():
-        match = _PLACEHOLDER.fullmatch(value)
-        if match is None:
-            resolved[key] = value
+        text, missing = _substitute(value)
+        if missing and strict:
+            where = "environment variable" if missing[0][0] == "env" else "file"
+            raise ConfigError(f"option 'kafka.{key}': {where} {missing[0][1]!r} is not available where the task runs")
+        if missing and _PLACEHOLDER.fullmatch(value):
             continue
-        secret = _lookup(match["provider"], match["name"])
-        if secret is not None:
-            resolved[key] = secret
-        elif strict:
-            where = "environment variable" if match["provider"] == "env" else "file"
-            raise ConfigError(f"option 'kafka.{key}': {where} {match['name']!r} is not available where the task runs")
+        resolved[key] = text
     return resolved
+
+
+def _substitute(value: str) -> tuple[str, list[tuple[str, str]]]:
+    """`value` with its resolvable placeholders replaced, and the (provider, name) of those that are not."""
+    missing: list[tuple[str, str]] = []
+
+    def one(match: re.Match[str]) -> str:
+        secret = _lookup(match["provider"], match["name"])
+        if secret is None:
+            missing.append((match["provider"], match["name"]))
+            return match[0]
+        return secret
+
+    return _PLACEHOLDER.sub(one, value), missing
 
 
 def _lookup(provider: str, name: str) -> str | None:
