@@ -1,6 +1,7 @@
-"""The options of a Spark publish as Spark's Kafka sink spells them (`kafka.*`, `topic`, plus `failOnError` and
-`chunkRows`): checked on the driver before any task runs; `${env:NAME}` / `${file:PATH}` values resolved where the
-producer runs. Imports no Spark and builds no producer.
+"""The options of a Spark publish as Spark's Kafka sink spells them (`kafka.*`, `topic`), plus our own (`failOnError`,
+`chunkRows`, `producerCache`, `producerCacheTimeoutMs`, `delivery`, `reportPath`): checked on the driver before any
+task runs; `${env:NAME}` / `${file:PATH}` values resolved where the producer runs. Imports no Spark and builds no
+producer.
 """
 
 from __future__ import annotations
@@ -13,13 +14,28 @@ from dataclasses import dataclass
 from aioproducer import ProducerConfig
 from aioproducer.errors import ConfigError, FeatureNotAvailableError
 
-__all__ = ["DEFAULT_CHUNK_ROWS", "PublishOptions", "check_producer_config", "parse_options", "resolve_placeholders"]
+__all__ = [
+    "AT_LEAST_ONCE",
+    "DEFAULT_CHUNK_ROWS",
+    "DEFAULT_CACHE_TIMEOUT_MS",
+    "PublishOptions",
+    "check_producer_config",
+    "parse_options",
+    "resolve_placeholders",
+]
 
 KAFKA_PREFIX = "kafka."
 DEFAULT_CHUNK_ROWS = 4096
+# A Python worker Spark keeps idle for a minute is stopped anyway (PythonWorkerFactory's idle timeout).
+DEFAULT_CACHE_TIMEOUT_MS = 60_000
+AT_LEAST_ONCE, TRANSACTIONAL = "atleastonce", "transactional"
 _MAX_CHUNK_ROWS = 1_000_000
+_MAX_CACHE_TIMEOUT_MS = 24 * 3600 * 1000
 # Our own options, matched case-insensitively: Spark's Python Data Source hands options over lower-cased.
 _TOPIC, _FAIL_ON_ERROR, _CHUNK_ROWS = "topic", "failonerror", "chunkrows"
+_CACHE, _CACHE_TIMEOUT, _DELIVERY, _REPORT_PATH = "producercache", "producercachetimeoutms", "delivery", "reportpath"
+_CHECKPOINT = "checkpointlocation"  # Spark passes a streaming query's checkpoint location to its sink: not ours
+_OWN = {_TOPIC, _FAIL_ON_ERROR, _CHUNK_ROWS, _CACHE, _CACHE_TIMEOUT, _DELIVERY, _REPORT_PATH, _CHECKPOINT}
 _BOOLEANS = {"true": True, "false": False}
 # Spark's KafkaSourceProvider rejects these for the sink: the columns are already bytes (ByteArraySerializer).
 _SERIALIZER_KEYS = {"key.serializer": "keys", "value.serializer": "values"}
@@ -36,16 +52,25 @@ class PublishOptions:
     topic: str | None
     fail_on_error: bool
     chunk_rows: int
+    producer_cache: bool = True
+    producer_cache_timeout_ms: int = DEFAULT_CACHE_TIMEOUT_MS
+    delivery: str = AT_LEAST_ONCE
+    report_path: str | None = None
 
 
 def parse_options(
-    options: Mapping[str, object], topic: str | None = None, *, fail_on_error: bool | None = None
+    options: Mapping[str, object],
+    topic: str | None = None,
+    *,
+    fail_on_error: bool | None = None,
+    streaming: bool = False,
 ) -> PublishOptions:
     """Check `options` as Spark's Kafka sink would, plus the producer settings themselves (ProducerConfig rules).
 
     `topic` and `fail_on_error` are the keyword forms of the `topic` and `failOnError` options; giving both forms
-    with different values is a ConfigError. Raises ConfigError, or FeatureNotAvailableError for a Kafka feature
-    aioproducer does not have (transactions, TLS, SASL).
+    with different values is a ConfigError. `reportPath` belongs to streaming writes. Raises ConfigError, or
+    FeatureNotAvailableError for a Kafka feature aioproducer does not have yet (transactions, a login other than
+    the built-in OIDC one, ...).
     """
     producer_config: dict[str, str] = {}
     own: dict[str, str] = {}
@@ -56,19 +81,45 @@ def parse_options(
             producer_config[key[len(KAFKA_PREFIX) :]] = _option_text(key, value)
         else:
             own[key.lower()] = _option_text(key, value)
-    unknown = sorted(set(own) - {_TOPIC, _FAIL_ON_ERROR, _CHUNK_ROWS})
+    unknown = sorted(set(own) - _OWN)
     if unknown:
         raise ConfigError(
             f"unknown option(s) {unknown}: producer settings take the prefix 'kafka.' (e.g. 'kafka.linger.ms'); "
-            "other options are 'topic', 'failOnError' and 'chunkRows'"
+            "other options are 'topic', 'failOnError', 'chunkRows', 'producerCache', 'producerCacheTimeoutMs', "
+            "'delivery' and (streaming) 'reportPath'"
         )
+    if _REPORT_PATH in own and not streaming:
+        raise ConfigError("option 'reportPath' is for writeStream; a batch publish returns its report (publish())")
+    delivery = _delivery(own.get(_DELIVERY), producer_config)
     check_producer_config(producer_config)
     return PublishOptions(
         producer_config=producer_config,
         topic=_one_of("topic", topic, own.get(_TOPIC)),
         fail_on_error=_fail_on_error(fail_on_error, own.get(_FAIL_ON_ERROR)),
-        chunk_rows=_chunk_rows(own.get(_CHUNK_ROWS)),
+        chunk_rows=_bounded("chunkRows", own.get(_CHUNK_ROWS), DEFAULT_CHUNK_ROWS, 1, _MAX_CHUNK_ROWS),
+        producer_cache=_boolean("producerCache", own.get(_CACHE), default=True),
+        producer_cache_timeout_ms=_bounded(
+            "producerCacheTimeoutMs", own.get(_CACHE_TIMEOUT), DEFAULT_CACHE_TIMEOUT_MS, 0, _MAX_CACHE_TIMEOUT_MS
+        ),
+        delivery=delivery,
+        report_path=own.get(_REPORT_PATH) or None,
     )
+
+
+def _delivery(option: str | None, producer_config: Mapping[str, str]) -> str:
+    spelled = (option or AT_LEAST_ONCE).strip().lower().replace("-", "").replace("_", "")
+    if spelled not in (AT_LEAST_ONCE, TRANSACTIONAL):
+        raise ConfigError(f"option 'delivery' must be 'atLeastOnce' or 'transactional', got {option!r}")
+    if spelled == TRANSACTIONAL or "transactional.id" in producer_config:
+        # The writer is laid out for it: each Spark partition would write in a transaction whose id is
+        # `<kafka.transactional.id>-<partition>`, stable across task retries and query restarts, so that a retry
+        # fences the attempt it replaces (KIP-98). It waits for transactions in the producer itself.
+        given = "delivery='transactional'" if spelled == TRANSACTIONAL else "Kafka option 'kafka.transactional.id'"
+        raise FeatureNotAvailableError(
+            f"{given}: transactional (exactly-once) publishing is not available in aioproducer.spark yet; each task "
+            "publishes with an idempotent producer (at-least-once when Spark runs a task or micro-batch again)"
+        )
+    return spelled
 
 
 def check_producer_config(config: Mapping[str, str]) -> None:
@@ -85,11 +136,6 @@ def check_producer_config(config: Mapping[str, str]) -> None:
                 f"Kafka option 'kafka.{key}' is not supported as {what} are serialized with ByteArraySerializer: "
                 f"cast the column to string or binary in Spark instead"
             )
-    if "transactional.id" in config:
-        raise FeatureNotAvailableError(
-            "Kafka option 'kafka.transactional.id': transactional publishing is not available in aioproducer.spark "
-            "yet; each task publishes with an idempotent producer (at-least-once when Spark runs a task again)"
-        )
     resolved = resolve_placeholders(config, strict=False)
     try:
         ProducerConfig.build(resolved)
@@ -162,11 +208,7 @@ def _one_of(name: str, keyword: str | None, option: str | None) -> str | None:
 
 
 def _fail_on_error(keyword: bool | None, option: str | None) -> bool:
-    parsed = None
-    if option is not None:
-        parsed = _BOOLEANS.get(option.strip().lower())
-        if parsed is None:
-            raise ConfigError(f"option 'failOnError' must be 'true' or 'false', got {option!r}")
+    parsed = None if option is None else _boolean("failOnError", option, default=True)
     if keyword is not None and parsed is not None and keyword != parsed:
         raise ConfigError(f"fail_on_error={keyword} and the option 'failOnError'={option!r} disagree: give one")
     if keyword is not None:
@@ -174,10 +216,19 @@ def _fail_on_error(keyword: bool | None, option: str | None) -> bool:
     return True if parsed is None else parsed
 
 
-def _chunk_rows(option: str | None) -> int:
+def _boolean(name: str, option: str | None, *, default: bool) -> bool:
     if option is None:
-        return DEFAULT_CHUNK_ROWS
+        return default
+    parsed = _BOOLEANS.get(option.strip().lower())
+    if parsed is None:
+        raise ConfigError(f"option {name!r} must be 'true' or 'false', got {option!r}")
+    return parsed
+
+
+def _bounded(name: str, option: str | None, default: int, lowest: int, highest: int) -> int:
+    if option is None:
+        return default
     text = option.strip()
-    if not text.isdigit() or not 1 <= int(text) <= _MAX_CHUNK_ROWS:
-        raise ConfigError(f"option 'chunkRows' must be an integer in 1..{_MAX_CHUNK_ROWS}, got {option!r}")
+    if not text.isdigit() or not lowest <= int(text) <= highest:
+        raise ConfigError(f"option {name!r} must be an integer in {lowest}..{highest}, got {option!r}")
     return int(text)

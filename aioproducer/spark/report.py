@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aioproducer import RecordMetadata
-from aioproducer.errors import AioProducerError
+from aioproducer.errors import AioProducerError, InvalidRecordError
 
 __all__ = [
     "MAX_ERRORS",
@@ -233,6 +233,7 @@ class TaskTally:
         self.delivered = 0
         self.failed = 0
         self.errors: list[RecordError] = []
+        self.producer_suspect = False
         self._offsets: dict[tuple[str, int], list[int]] = {}  # → [first, last, records]
 
     def add(self, first_row: int, results: Sequence[RecordMetadata | BaseException]) -> None:
@@ -269,6 +270,9 @@ class TaskTally:
 
     def _fail(self, row: int, error: BaseException) -> None:
         self.failed += 1
+        # A bad record fails alone; any other failure (a timeout, a broker or connection error) may be the
+        # producer's state, which must not be handed to the next task.
+        self.producer_suspect |= not isinstance(error, InvalidRecordError)
         if len(self.errors) < self.max_errors:
             message = str(error)[:_MAX_MESSAGE_CHARS]
             self.errors.append(RecordError(self.spark_partition, row, type(error).__name__, message))
