@@ -16,17 +16,19 @@ nox.options.reuse_existing_virtualenvs = True
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite against an embedded broker (or AIOPRODUCER_BOOTSTRAP, when set): compiled, then pure."""
-    ensure_java(session)
+    """Run the test suite against real Apache Kafka started from Maven Central's jars (or AIOPRODUCER_BOOTSTRAP,
+    when set), Tansu and librdkafka's mock cluster: compiled, then pure Python."""
+    ensure_java_and_maven(session)
     session.install("-e", ".[test]")
     session.run("pytest", *session.posargs)
     if not session.posargs:
         # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get); the
-        # Spark tests and the twin comparisons, which need the compiled parts, run only above.
+        # Spark tests and the twin comparisons (test_speedups*.py), which need the compiled parts, run only above.
         session.run(
             "pytest",
             "--ignore=tests/test_spark.py",
             "--ignore=tests/test_speedups.py",
+            "--ignore=tests/test_speedups_hostile.py",
             env={"AIOPRODUCER_NO_EXTENSIONS": "1"},
         )
 
@@ -48,8 +50,11 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The main job: start an embedded broker, produce, read back, report. Pass options after `--`."""
-    session.install("-e", ".[snappy,testing]")
+    """The main job: start a broker, produce, read back, report. Pass options after `--`: `-- --broker kafka` runs
+    it on real Apache Kafka (one node, from Maven Central's jars) instead of the embedded Tansu."""
+    if "kafka" in session.posargs:
+        ensure_java_and_maven(session)
+    session.install("-e", ".[snappy,testing,cli]")
     session.run("python", "examples/demo.py", *session.posargs)
 
 
@@ -68,12 +73,15 @@ def profile(session: nox.Session) -> None:
     session.run("python", "-m", "tests.benchmarks.profile_hot_path", *session.posargs)
 
 
-def ensure_java(session: nox.Session) -> None:
-    """The Spark tests need a Java runtime (17 or 21): install Debian's when there is none and we may."""
-    if shutil.which("java"):
+def ensure_java_and_maven(session: nox.Session) -> None:
+    """Real Kafka and Spark need a Java runtime (17 or 21), and Maven fetches Kafka's jars: install Debian's
+    packages for whichever is missing, when we may."""
+    packages = {"java": "openjdk-17-jre-headless", "mvn": "maven"}
+    missing = [package for tool, package in packages.items() if not shutil.which(tool)]
+    if not missing:
         return
     if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
         session.run("apt-get", "update", "-qq", external=True)
-        session.run("apt-get", "install", "-y", "-qq", "openjdk-17-jre-headless", external=True)
+        session.run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing, external=True)
         return
-    session.error("the Spark tests need Java 17 or 21: install it (e.g. apt-get install openjdk-17-jre-headless)")
+    session.error(f"the tests need Java 17 or 21 and Maven: install them (e.g. apt-get install {' '.join(missing)})")

@@ -19,10 +19,10 @@ from libc.string cimport memcpy
 from aioproducer.compression import CompressionType, compress
 from aioproducer.models import RecordMetadata
 from aioproducer.errors import AioProducerError, ConfigError, InvalidRecordError, RecordTooLargeError, UnknownPartitionError
-from aioproducer.partitioner import _as_bytes, _candidates, _pick_other, _still_usable
+from aioproducer.partitioner import _as_bytes, _candidates, _pick_other, _still_usable, choose_partition
 from aioproducer.records.builder import BatchBuilder as _PureBatchBuilder
 from aioproducer.records.builder import ClosedBatch, _encode_headers, check_builder_settings
-from aioproducer.validation import check_headers, check_topic, record_size
+from aioproducer.validation import check_headers, check_partition, check_timestamp, check_topic, record_size
 
 cdef extern from "Python.h":
     object PyType_GenericAlloc(PyTypeObject* type, Py_ssize_t nitems)
@@ -460,6 +460,8 @@ cdef class Appender:
         if topic not in self._checked_topics:
             check_topic(topic)
             self._checked_topics.add(topic)
+        if partition is not None and (type(partition) is not int or partition < 0):
+            check_partition(partition)  # raises: the rule lives there
         if not (self._plain_bytes_keys and (key is None or type(key) is bytes)):
             key = self._key_serializer(key)
         if not (self._plain_bytes_values and (value is None or type(value) is bytes)):
@@ -477,8 +479,15 @@ cdef class Appender:
                 size += len(value)
         if size > self._max_record_bytes:
             raise RecordTooLargeError(f"the record is {size} bytes when serialized, {self._size_limit_message}")
+        cdef int overflow = 0
         if timestamp_ms is None:
             timestamp_ms = wall_clock_ms()
+        elif not (
+            PyLong_CheckExact(timestamp_ms)
+            and PyLong_AsLongLongAndOverflow(timestamp_ms, &overflow) >= 0
+            and not overflow
+        ):
+            timestamp_ms = check_timestamp(timestamp_ms)  # raises unless the rule takes it
         snapshot = self._cluster_state.cluster
         if snapshot is not self._snapshot:
             self._topics = dict(snapshot.topics)
@@ -487,6 +496,7 @@ cdef class Appender:
         cdef AccumulatorFields acc = self._acc
         if (
             info is None
+            or (partition is not None and partition >= info.num_partitions)
             or acc.memory_waiters
             or acc.used_bytes + size + self._record_overhead > acc.buffer_memory
         ):
@@ -547,8 +557,8 @@ cdef class Appender:
             if self._default_partitioner is not None:
                 chosen = self._default_partitioner.choose(topic, key, size, info)
             else:
-                chosen = self._partitioner.partition(topic, key, size, info)
-        elif type(partition) is not int or not 0 <= partition < info.num_partitions:
+                chosen = choose_partition(self._partitioner, topic, key, size, info)
+        elif partition >= info.num_partitions:  # checked by _append_now: an int, not negative
             raise self._unknown_partition(topic, partition, info)
         else:
             chosen = partition
@@ -574,6 +584,9 @@ cdef class Appender:
                 slot.tp, timestamp_ms, key, value, header_list, record_bytes, self._clock_ms
             )
             batch = slot.open_batch = <BatchFields>appended
+            if index == 0:
+                # A new batch: the topic is in use (see the original).
+                self._cluster_state.touch(topic, self._clock_ms())
             if wake:
                 self._wake_sender()
         index_out[0] = index

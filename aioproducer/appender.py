@@ -17,8 +17,8 @@ from .accumulator import RecordAccumulator
 from .delivery import BulkDeliveries, Delivery, new_delivery
 from .errors import AioProducerError, RecordTooLargeError, UnknownPartitionError
 from .metadata import MetadataState, TopicInfo
-from .partitioner import Partitioner
-from .validation import check_headers, check_topic, record_size
+from .partitioner import Partitioner, choose_partition
+from .validation import check_headers, check_partition, check_timestamp, check_topic, record_size
 
 __all__ = ["RECORD_MEMORY_OVERHEAD", "Appender", "Prepared"]
 
@@ -67,10 +67,15 @@ class Appender:
         self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
     ) -> Delivery | Prepared:
         """Buffer the record and return its Delivery, or return it prepared (a tuple) when it must wait first."""
-        prepared = self._prepare(topic, value, key, headers, timestamp_ms)
+        prepared = self._prepare(topic, value, key, headers, partition, timestamp_ms)
         info = self._cluster_state.cluster.topics.get(topic)
         acc = self._acc
-        if info is None or acc.memory_waiters or not acc.has_room(prepared[3] + RECORD_MEMORY_OVERHEAD):
+        if (
+            info is None
+            or (partition is not None and partition >= info.num_partitions)
+            or acc.memory_waiters
+            or not acc.has_room(prepared[3] + RECORD_MEMORY_OVERHEAD)
+        ):
             return prepared
         return self.place(topic, prepared, partition, info)
 
@@ -100,13 +105,17 @@ class Appender:
         """Buffer a prepared record (memory was checked) and return its Delivery."""
         key, value, header_list, size, timestamp_ms = prepared
         if partition is None:
-            partition = self._partitioner.partition(topic, key, size, info)
-        elif type(partition) is not int or not 0 <= partition < info.num_partitions:
+            partition = choose_partition(self._partitioner, topic, key, size, info)
+        elif partition >= info.num_partitions:  # checked by _prepare: an int, not negative
             raise unknown_partition(topic, partition, info)
         self.unyielded_bytes += size
         batch, index, wake = self._acc.append(
             (topic, partition), timestamp_ms, key, value, header_list, size + RECORD_MEMORY_OVERHEAD, self._clock_ms
         )
+        if index == 0:
+            # A new batch: the topic is in use. Marked per batch, not per record (Java's ProducerMetadata.add runs
+            # on every send), so a topic in constant use is never dropped from metadata refreshes as idle.
+            self._cluster_state.touch(topic, self._clock_ms())
         if wake:
             self._wake_sender()
         return new_delivery(
@@ -118,11 +127,15 @@ class Appender:
             -1 if value is None else len(value),
         )
 
-    def _prepare(self, topic: str, value: Any, key: Any, headers: Any, timestamp_ms: int | None) -> Prepared:
+    def _prepare(
+        self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
+    ) -> Prepared:
         """Validate and serialize: raises a typed error for bad input, before anything is buffered."""
         if topic not in self._checked_topics:
             check_topic(topic)
             self._checked_topics.add(topic)
+        if partition is not None:
+            check_partition(partition)
         if not (self._plain_bytes_keys and (key is None or type(key) is bytes)):
             key = self._key_serializer(key)
         if not (self._plain_bytes_values and (value is None or type(value) is bytes)):
@@ -131,8 +144,7 @@ class Appender:
         size = record_size(key, value, header_list)
         if size > self._max_record_bytes:
             raise RecordTooLargeError(f"the record is {size} bytes when serialized, {self._size_limit_message}")
-        if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+        timestamp_ms = int(time.time() * 1000) if timestamp_ms is None else check_timestamp(timestamp_ms)
         return key, value, header_list, size, timestamp_ms
 
 

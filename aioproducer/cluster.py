@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .config import ProducerConfig
@@ -20,10 +20,13 @@ from .errors import (
     ConnectionFailedError,
     KafkaError,
     MetadataTimeoutError,
+    ProducerClosedError,
     TransportError,
+    UnknownPartitionError,
 )
+from .kafka_errors import RebootstrapRequiredError, kafka_error
 from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
-from .protocol import ApiKey
+from .protocol import ApiKey, FinalizedFeatures
 from .security.sasl import SaslCredentials
 from .security.tls import client_context
 
@@ -75,39 +78,56 @@ class Cluster:
         self._connections: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
         self._backoffs: dict[int, _Backoff] = {}
-        self._topic_waiters: dict[str, list[asyncio.Future[TopicInfo]]] = {}
+        # Per topic: (waiter, partitions it needs) of callers waiting for the topic's layout.
+        self._topic_waiters: dict[str, list[tuple[asyncio.Future[TopicInfo], int]]] = {}
         self._update_task: asyncio.Task[None] | None = None
         self._bootstrap_connection: BrokerConnection | None = None
         self._closed = False
         self.last_error: BaseException | None = None
         self.auth_error: AuthenticationError | None = None
+        # The newest finalized feature levels any broker reported (Java's ApiVersions keeps the highest epoch).
+        self.features = FinalizedFeatures()
 
     @property
     def metadata(self) -> ClusterMetadata:
         return self.state.cluster
 
     # -- topics -------------------------------------------------------------------------------------------------
-    async def wait_for_topic(self, topic: str, timeout_ms: int) -> TopicInfo:
-        """The topic's layout, asking the cluster when it is unknown; MetadataTimeoutError after `timeout_ms`."""
+    async def wait_for_topic(self, topic: str, timeout_ms: int, partition: int | None = None) -> TopicInfo:
+        """The topic's layout, asking the cluster when it is unknown (or lacks `partition`), for at most
+        `timeout_ms`: then MetadataTimeoutError, or UnknownPartitionError when only the partition is missing.
+
+        A partition beyond the known count asks for fresh metadata until it appears (Java's
+        KafkaProducer.waitOnMetadata): the topic may have grown since the last refresh."""
         now = monotonic_ms()
         self.state.add_topic(topic, now)
+        needed = 1 if partition is None else partition + 1
         info = self.state.cluster.topics.get(topic)
-        if info is not None and info.num_partitions:
+        if info is not None and info.num_partitions >= needed:
             return info
+        if info is not None:
+            self.state.request_update()
         waiter: asyncio.Future[TopicInfo] = asyncio.get_running_loop().create_future()
-        self._topic_waiters.setdefault(topic, []).append(waiter)
+        entry = (waiter, needed)
+        self._topic_waiters.setdefault(topic, []).append(entry)
         self._wake()
         try:
             return await asyncio.wait_for(asyncio.shield(waiter), timeout_ms / 1000)
         except asyncio.TimeoutError:
+            info = self.state.cluster.topics.get(topic)
+            if partition is not None and info is not None and info.num_partitions:
+                raise UnknownPartitionError(
+                    f"partition {partition} of topic {topic!r} is not in its metadata after {timeout_ms} ms "
+                    f"(max_block_ms): the topic has partitions 0..{info.num_partitions - 1}"
+                ) from None
             cause = f" (last error: {self.last_error})" if self.last_error else ""
             raise MetadataTimeoutError(
                 f"topic {topic!r} not present in metadata after {timeout_ms} ms (max_block_ms){cause}"
             ) from None
         finally:
             waiters = self._topic_waiters.get(topic)
-            if waiters is not None and waiter in waiters:
-                waiters.remove(waiter)
+            if waiters is not None and entry in waiters:
+                waiters.remove(entry)
                 if not waiters:
                     del self._topic_waiters[topic]
             if not waiter.done():
@@ -120,12 +140,27 @@ class Cluster:
             error = cluster.topic_error(topic)
             if info is None and error is None:
                 continue
-            for waiter in self._topic_waiters.pop(topic):
+            waiting = []
+            for waiter, needed in self._topic_waiters.pop(topic):
                 if waiter.done():
                     continue
-                if info is not None:
+                if info is not None and info.num_partitions >= needed:
                     waiter.set_result(info)
                 elif error is not None:
+                    waiter.set_exception(error)
+                else:
+                    waiting.append((waiter, needed))
+            if waiting:
+                # The topic lacks a partition someone waits for: ask again (after retry_backoff_ms).
+                self._topic_waiters[topic] = waiting
+                self.state.request_update()
+
+    def fail_waiters(self, error: AioProducerError) -> None:
+        """Fail every caller waiting for a topic's metadata with `error` (the producer is closing)."""
+        waiters, self._topic_waiters = self._topic_waiters, {}
+        for entries in waiters.values():
+            for waiter, _needed in entries:
+                if not waiter.done():
                     waiter.set_exception(error)
 
     # -- metadata refresh ----------------------------------------------------------------------------------------
@@ -150,6 +185,7 @@ class Cluster:
             response = await conn.request(
                 ApiKey.METADATA, _metadata_body(topics, self._config.allow_auto_create_topics)
             )
+            self._check_top_level_error(response)
             self.state.on_response(ClusterMetadata.from_response(response), topics, monotonic_ms())
             self.last_error = None
         except AuthenticationError as exc:
@@ -165,11 +201,33 @@ class Cluster:
             self._drop_stale_connections()
             self._wake()
 
+    def _check_top_level_error(self, response: Mapping[str, Any]) -> None:
+        """Metadata v13's top-level error (KIP-1102) fails this refresh, which is retried after the backoff.
+
+        REBOOTSTRAP_REQUIRED says our view of the cluster is stale: as Java's NetworkClient does with
+        metadata.recovery.strategy=rebootstrap (the 4.0 default, always on here), forget every broker we know and
+        ask the bootstrap servers again. Unlike Java we also close the connections to the brokers we knew: the
+        same node id may now be another broker. Their requests fail as lost connections and are retried.
+        """
+        code = response.get("error_code", 0)
+        if code == 0:
+            return
+        if code == RebootstrapRequiredError.code:
+            log.info("the cluster asked for a re-bootstrap; asking %s", ", ".join(self._config.bootstrap_servers))
+            self.state.cluster = ClusterMetadata()
+            stale = [*self._connections.values(), self._bootstrap_connection]
+            self._connections.clear()
+            self._bootstrap_connection = None
+            for conn in stale:
+                if conn is not None:
+                    conn.close()
+        raise kafka_error(code)
+
     def _fail_waiters(self, exc: AioProducerError) -> None:
         self.last_error = exc
         self.state.on_failure(monotonic_ms())
         for waiters in self._topic_waiters.values():
-            for waiter in waiters:
+            for waiter, _needed in waiters:
                 if not waiter.done():
                     waiter.set_exception(exc)
 
@@ -273,6 +331,7 @@ class Cluster:
             sasl=SaslCredentials.from_config(self._config),
         )
         conn.on_lost = self._on_connection_lost
+        self.features = self.features.newest(conn.features)
         return conn
 
     def _on_connection_lost(self, conn: BrokerConnection) -> None:
@@ -317,10 +376,8 @@ class Cluster:
         self._connections.clear()
         if self._bootstrap_connection is not None:
             self._bootstrap_connection.close()
-        for waiters in self._topic_waiters.values():
-            for waiter in waiters:
-                waiter.cancel()
-        self._topic_waiters.clear()
+        # A caller still waiting for metadata learns why it will never come (never a bare CancelledError).
+        self.fail_waiters(ProducerClosedError("the producer was closed while waiting for the topic's metadata"))
 
 
 def _metadata_body(topics: Sequence[str], allow_auto_create: bool) -> dict[str, Any]:

@@ -104,6 +104,10 @@ class ProducerConfig:
     connections_max_idle_ms: int = _long(540000, lowest=-1)  # Java's Selector: negative = never
     socket_connection_setup_timeout_ms: int = _long(10000)
     socket_connection_setup_timeout_max_ms: int = _long(30000)
+    # How long `close()` (and leaving `async with`) waits for buffered records before failing the rest with
+    # ProducerClosedError; None waits until each is delivered or failed (within delivery_timeout_ms), as Java's
+    # close(). Not a Java setting: set it below a service's shutdown grace period.
+    close_timeout_ms: int | None = field(default=None, metadata={"java": None})
     partitioner: str | PartitionerLike = field(default="default", metadata={"java": "partitioner.class"})
     partitioner_ignore_keys: bool = False
     key_serializer: SerializerSpec = None
@@ -318,6 +322,13 @@ def _parse_int(name: str, value: Any) -> int:
     return number
 
 
+def _parse_long(name: str, value: Any) -> int:
+    number = to_int(name, value)
+    if not 0 <= number <= _I64:
+        raise ConfigError(f"{name} must be from 0 to {_I64}, got {number}")
+    return number
+
+
 def _show(name: str, value: Any, metadata: Mapping[str, Any] | None = None) -> str:
     # A field marked secret (a password) is never echoed in a repr or an error message.
     if metadata is None:
@@ -338,6 +349,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "enable_idempotence": parse_optional_bool,
     "compression_type": lambda name, value: parse_choice(name, value, _COMPRESSION_TYPES),
     "compression_level": parse_optional_int,
+    "close_timeout_ms": lambda name, value: None if value is None else _parse_long(name, value),
     "partitioner": parse_partitioner,
     "key_serializer": parse_serializer,
     "value_serializer": parse_serializer,

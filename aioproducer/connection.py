@@ -24,11 +24,13 @@ from .errors import (
 )
 from .protocol import (
     ApiKey,
+    FinalizedFeatures,
     FrameDecoder,
     api_versions_error_code,
     api_versions_fallback_version,
     decode_response,
     encode_request,
+    finalized_features,
     negotiate_versions,
 )
 from .security.exchange import authenticate
@@ -82,6 +84,8 @@ class BrokerConnection(asyncio.Protocol):
         self.client_id = client_id
         self.request_timeout_s = request_timeout_ms / 1000
         self.versions: dict[ApiKey, int] = {}
+        # The cluster's finalized feature levels as this broker reported them (e.g. transaction.version, KIP-890).
+        self.features = FinalizedFeatures()
         self.on_lost: Callable[[BrokerConnection], None] | None = None
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
@@ -295,6 +299,7 @@ class BrokerConnection(asyncio.Protocol):
             broker = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
             self.versions = negotiate_versions(broker, _NEGOTIATED_APIS)
             self.versions.update(_optional_versions(broker))
+            self.features = finalized_features(response)
             return
         raise ProtocolError(f"broker {self.host}:{self.port} kept rejecting ApiVersions")
 

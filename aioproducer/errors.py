@@ -20,6 +20,7 @@ __all__ = [
     "KafkaError",
     "KafkaTimeoutError",
     "MetadataTimeoutError",
+    "PartitionerError",
     "ProducerClosedError",
     "ProducerFencedError",
     "ProtocolError",
@@ -48,6 +49,11 @@ class RecordTooLargeError(InvalidRecordError):
 
 class UnknownPartitionError(InvalidRecordError):
     """An explicit partition does not exist in the topic."""
+
+
+class PartitionerError(AioProducerError, ValueError):
+    """A custom partitioner raised, or returned something other than a partition of the topic (an `int` in
+    `[0, num_partitions)`); the record is not buffered."""
 
 
 class ProducerClosedError(AioProducerError):

@@ -206,6 +206,12 @@ _MESSAGES: dict[int, str] = {
     126: "The voter is already part of the set of voters.",
     127: "The voter is not part of the set of voters.",
     128: "The regular expression is not valid.",
+    # Added in Kafka 4.0-4.1 (Errors.java at the 4.1.1 tag); not in the 2024 errors.json.
+    129: "Client metadata is stale. The client should rebootstrap to obtain new metadata.",
+    130: "The supplied topology is invalid.",
+    131: "The supplied topology epoch is invalid.",
+    132: "The supplied topology epoch is outdated.",
+    133: "The limit of share sessions has been reached.",
 }
 
 
@@ -374,6 +380,11 @@ InvalidVoterKeyError = _define(125, "INVALID_VOTER_KEY")
 DuplicateVoterError = _define(126, "DUPLICATE_VOTER")
 VoterNotFoundError = _define(127, "VOTER_NOT_FOUND")
 InvalidRegularExpressionError = _define(128, "INVALID_REGULAR_EXPRESSION")
+RebootstrapRequiredError = _define(129, "REBOOTSTRAP_REQUIRED")
+StreamsInvalidTopologyError = _define(130, "STREAMS_INVALID_TOPOLOGY")
+StreamsInvalidTopologyEpochError = _define(131, "STREAMS_INVALID_TOPOLOGY_EPOCH")
+StreamsTopologyFencedError = _define(132, "STREAMS_TOPOLOGY_FENCED")
+ShareSessionLimitReachedError = _define(133, "SHARE_SESSION_LIMIT_REACHED", retriable=True)
 
 
 ERROR_CLASSES: Mapping[int, type[KafkaError]] = MappingProxyType(_CLASSES)

@@ -24,13 +24,17 @@ class MemoryWaiters:
         self._wake_sender = wake_sender
         self._max_block_ms = max_block_ms
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._closed: BaseException | None = None
 
     def __bool__(self) -> bool:
         return bool(self._waiters)
 
     async def wait(self, size: int, deadline: float) -> None:
         """Until `size` bytes are free and every earlier waiter was served; BufferExhaustedError at `deadline`
-        (event-loop time). Cancelling it leaves the queue as if this caller had never come."""
+        (event-loop time), or the error of `fail_all` (the producer is closing). Cancelling it leaves the queue as
+        if this caller had never come."""
+        if self._closed is not None:
+            raise self._closed
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         self._waiters.append(waiter)
@@ -45,12 +49,15 @@ class MemoryWaiters:
                         f"buffer_memory={self._accumulator.buffer_memory} exhausted for max_block_ms="
                         f"{self._max_block_ms}: the brokers are not keeping up (or not reachable)"
                     ) from None
+                if self._closed is not None:  # woken, then every waiter was failed before this one ran again
+                    raise self._closed
                 # Woken (memory was freed, or an earlier waiter left) but maybe not enough yet: wait again in place.
                 fresh: asyncio.Future[None] = loop.create_future()
                 self._waiters[self._waiters.index(waiter)] = waiter = fresh
         finally:
             self._accumulator.memory_waiters -= 1
-            self._waiters.remove(waiter)
+            if waiter in self._waiters:  # fail_all empties the queue
+                self._waiters.remove(waiter)
             self.notify()
 
     def notify(self) -> None:
@@ -59,6 +66,8 @@ class MemoryWaiters:
             self._waiters[0].set_result(None)
 
     def fail_all(self, error: BaseException) -> None:
+        """Fail every waiter, and every later call to `wait`, with `error` (Java's BufferPool.close)."""
+        self._closed = error
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_exception(error)

@@ -150,6 +150,10 @@ class MetadataState:
         self._last_refresh_ms: int | None = None
         self._last_attempt_ms = -(1 << 62)
         self._update_requested = True
+        # Java's Metadata.requestVersion: bumped by every ask for an update, so that a response to a request sent
+        # before the latest ask does not clear it (that topic or error would otherwise wait for max_age).
+        self._update_version = 0
+        self._attempt_version = 0
 
     @property
     def topics(self) -> frozenset[str]:
@@ -159,14 +163,17 @@ class MetadataState:
         """Start tracking a topic; a topic not known yet asks for an update at once."""
         if topic not in self._last_used_ms:
             self._new_topics.add(topic)
-            self._update_requested = True
+            self.request_update()
         self._last_used_ms[topic] = now_ms
 
     def touch(self, topic: str, now_ms: int) -> None:
+        """The topic is in use at `now_ms` (the appender calls this once per new batch, Java's ProducerMetadata.add
+        once per send): it stays in refreshes until unused for `metadata_max_idle_ms`."""
         self._last_used_ms[topic] = now_ms
 
     def request_update(self) -> None:
         self._update_requested = True
+        self._update_version += 1
 
     def next_update_delay_ms(self, now_ms: int) -> int:
         """0 when a Metadata request should go out now, else how long until one is due."""
@@ -185,12 +192,13 @@ class MetadataState:
 
     def on_attempt(self, now_ms: int) -> None:
         self._last_attempt_ms = now_ms
+        self._attempt_version = self._update_version
 
     def on_response(self, response: ClusterMetadata, requested: Iterable[str], now_ms: int) -> None:
         requested = list(requested)
         self.cluster = self.cluster.merge(response, requested)
         self._last_refresh_ms = now_ms
-        self._update_requested = any(
+        self._update_requested = self._update_version != self._attempt_version or any(
             t not in self.cluster.topics or not self.cluster.topics[t].available_partitions
             for t in requested
             if self.cluster.topic_error(t) is None

@@ -11,13 +11,20 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from aioproducer.errors import ConfigError, InvalidRecordError, UnknownPartitionError
+from aioproducer.errors import (
+    AioProducerError,
+    ConfigError,
+    InvalidRecordError,
+    PartitionerError,
+    UnknownPartitionError,
+)
 
 __all__ = [
     "DefaultPartitioner",
     "Partitioner",
     "RoundRobinPartitioner",
     "TopicPartitions",
+    "choose_partition",
     "murmur2",
     "partition_for_key",
 ]
@@ -90,6 +97,39 @@ class Partitioner(Protocol):
     """Picks the partition of a record that names none. `record_size` is its size in the batch, in bytes."""
 
     def partition(self, topic: str, key: bytes | None, record_size: int, partitions: TopicPartitions) -> int: ...
+
+
+def choose_partition(
+    partitioner: Partitioner, topic: str, key: bytes | None, record_size: int, partitions: TopicPartitions
+) -> int:
+    """Ask `partitioner` for a record's partition and check the answer: the one rule for every partitioner.
+
+    The answer must be an `int` in `[0, partitions.num_partitions)`, else PartitionerError at the call. Java checks
+    only for a negative number (IllegalArgumentException) and lets a partition beyond the topic sit in the buffer
+    until `delivery_timeout_ms`; here any answer the topic cannot take fails at once, as the partitioner was shown
+    the layout it answered for. A `bool` is refused (Python counts it as an int; Java's partitioner returns a
+    primitive int, so no Java partitioner can answer `true`). An exception from the partitioner becomes a
+    PartitionerError with it as the cause (an aioproducer error passes through as it is).
+    """
+    try:
+        chosen = partitioner.partition(topic, key, record_size, partitions)
+    except AioProducerError:
+        raise
+    except Exception as exc:
+        raise PartitionerError(f"partitioner {partitioner!r} failed for topic {topic!r}: {exc!r}") from exc
+    if type(chosen) is int and 0 <= chosen < partitions.num_partitions:
+        return chosen
+    count = partitions.num_partitions
+    if type(chosen) is not int:
+        what = "a bool" if isinstance(chosen, bool) else type(chosen).__name__
+        raise PartitionerError(
+            f"partitioner {partitioner!r} returned {repr(chosen)[:80]} ({what}) for topic {topic!r}: it must return "
+            f"an int partition from 0 to {count - 1}"
+        )
+    raise PartitionerError(
+        f"partitioner {partitioner!r} returned partition {chosen} for topic {topic!r}, which has partitions "
+        f"0..{count - 1}"
+    )
 
 
 class _Sticky:

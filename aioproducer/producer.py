@@ -66,6 +66,8 @@ class Producer:
             guarantee_order=cfg.max_in_flight_requests_per_connection == 1,
         )
         self._memory_waiters = MemoryWaiters(self._accumulator, self._wake, cfg.max_block_ms)
+        self._shutdown_task: asyncio.Task[None] | None = None
+        self._sender_error: BaseException | None = None  # why the sender task crashed, if it did
 
     def __repr__(self) -> str:
         return f"<Producer {self._state} bootstrap={','.join(self.config.bootstrap_servers)}>"
@@ -81,6 +83,7 @@ class Producer:
         if self._state != _NEW:
             raise ProducerClosedError(f"start() called on a producer that is {self._state}")
         self._loop = asyncio.get_running_loop()
+        self._stopped: asyncio.Future[None] = self._loop.create_future()  # done once closed
         self._cluster = Cluster(self.config, self._wake)
         if self.config.security_protocol != "PLAINTEXT":
             try:
@@ -135,19 +138,25 @@ class Producer:
         await self.close()
 
     async def close(self, timeout: float | None = None) -> None:
-        """Flush, then stop. Records still undelivered after `timeout` seconds fail with ProducerClosedError.
+        """Flush, then stop. Records still undelivered after `timeout` seconds (default: the `close_timeout_ms`
+        setting; None waits for every record) fail with ProducerClosedError.
 
-        Records in flight when the timeout hits fail too, with a message saying their outcome is unknown (they may
-        have been written). Cancelling `close` leaves the producer closed, as if the timeout had passed.
+        Closing starts at once: later sends raise ProducerClosedError, and so do sends waiting for metadata or
+        buffer memory (Java's BufferPool.close). Records in flight when the timeout hits fail too, with a message
+        saying their outcome is unknown (they may have been written). A second `close` waits for the first. After
+        the sender task crashed, `close` still releases everything. Cancelling `close` leaves the producer closed,
+        as if the timeout had passed.
         """
-        if self._state in (_CLOSED, _CLOSING):
-            return
         if self._state == _NEW:
             self._state = _CLOSED
             return
-        self._state = _CLOSING
-        self._accumulator.closing = True
-        self._wake()
+        if self._state != _RUNNING:
+            # Closing already (another close, or the sender crashed): wait until that is done.
+            await asyncio.shield(self._stopped)
+            return
+        if timeout is None and self.config.close_timeout_ms is not None:
+            timeout = self.config.close_timeout_ms / 1000
+        self._begin_closing()
         try:
             await self._wait_incomplete(timeout)
         except KafkaTimeoutError:
@@ -155,29 +164,55 @@ class Producer:
         finally:
             await self._shutdown()
 
+    def _begin_closing(self) -> None:
+        """No more records: sends raise, waiting sends fail now, and every buffered batch is ready at once."""
+        self._state = _CLOSING
+        self._accumulator.closing = True
+        error = self._closed_error()
+        self._memory_waiters.fail_all(error)
+        self._cluster.fail_waiters(error)
+        self._wake()
+
     async def _shutdown(self) -> None:
-        self._sender.stop()
-        if self._task is not None:
-            await asyncio.gather(self._task, return_exceptions=True)
-        await self._cluster.close()
-        await self._sender.close()
-        await asyncio.sleep(0)  # let the failed in-flight requests settle back into the queues
-        self._sender.fail_queued(
-            ProducerClosedError("the producer was closed before this record was sent"),
-            ProducerClosedError(
-                "the producer was closed while this record's request was in flight: its outcome is unknown "
-                "(the broker may have written it)"
-            ),
-        )
-        self._memory_waiters.fail_all(ProducerClosedError("the producer was closed while waiting for buffer memory"))
-        self._state = _CLOSED
+        """Stop the sender, close every connection, fail what is left; once, however many callers ask."""
+        if self._shutdown_task is None:
+            self._shutdown_task = self._loop.create_task(self._stop_everything(), name="aioproducer-shutdown")
+        await asyncio.shield(self._shutdown_task)
+
+    async def _stop_everything(self) -> None:
+        try:
+            self._sender.stop()
+            if self._task is not None:
+                await asyncio.gather(self._task, return_exceptions=True)
+            await self._cluster.close()
+            await self._sender.close()
+            await asyncio.sleep(0)  # let the failed in-flight requests settle back into the queues
+            self._sender.fail_queued(
+                ProducerClosedError("the producer was closed before this record was sent"),
+                ProducerClosedError(
+                    "the producer was closed while this record's request was in flight: its outcome is unknown "
+                    "(the broker may have written it)"
+                ),
+            )
+            self._memory_waiters.fail_all(
+                ProducerClosedError("the producer was closed while waiting for buffer memory")
+            )
+        finally:
+            self._state = _CLOSED
+            self._stopped.set_result(None)
 
     def _on_sender_exit(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None and self._state == _RUNNING:
-            error = task.exception()
-            log.error("sender task crashed: %r", error)
-            self._state = _CLOSING
-            self._sender.fail_queued(ProducerClosedError(f"the producer's sender failed: {error!r}"))
+        if task.cancelled() or task.exception() is None or self._state == _CLOSED:
+            return
+        self._sender_error = error = task.exception()
+        log.error("sender task crashed: %r", error)
+        if self._state == _RUNNING:
+            self._begin_closing()
+        self._sender.fail_queued(ProducerClosedError(f"the producer's sender failed: {error!r}"))
+        # Nothing sends any more: release the connections and fail what is in flight now, rather than when the
+        # owner calls close() (which then just waits for this).
+        if self._shutdown_task is None:
+            self._shutdown_task = self._loop.create_task(self._stop_everything(), name="aioproducer-shutdown")
 
     # -- sending ------------------------------------------------------------------------------------------------
     async def send(
@@ -221,6 +256,8 @@ class Producer:
             # Before buffering, so that a cancellation here leaves the record unsent, as documented.
             appender.unyielded_bytes = 0
             await asyncio.sleep(0)
+            if self._state != _RUNNING:
+                raise self._closed_error()
         delivery = appender.append_now(topic, value, key, headers, partition, timestamp_ms)
         if type(delivery) is tuple:
             delivery = await self._append_after_waiting(topic, delivery, partition)
@@ -230,7 +267,8 @@ class Producer:
         """Send many records; one result per record, in order: its RecordMetadata or the exception it failed with.
 
         A bad record fails only itself. Records without a timestamp share the call's. Cancelling `send_many` stops
-        buffering further records; those already buffered are still delivered.
+        buffering further records; those already buffered are still delivered. When the producer starts closing
+        while the call is buffering, the records not yet buffered fail with ProducerClosedError.
         """
         if self._state != _RUNNING:
             raise self._closed_error()
@@ -239,6 +277,13 @@ class Producer:
         bulk: BulkDeliveries = speedups.BulkDeliveries() if speedups is not None else BulkDeliveries()
         index = 0
         while index < len(batch):
+            if self._state != _RUNNING:
+                # Closing began while this call waited or yielded: nothing more may be buffered (no sender would
+                # be left to settle it).
+                closed = self._closed_error()
+                for _ in range(index, len(batch)):
+                    bulk.add(closed)
+                break
             index = appender.append_many(batch, index, int(time.time() * 1000), bulk, _YIELD_AFTER_BYTES)
             prepared = bulk.last()
             if type(prepared) is tuple:
@@ -260,10 +305,12 @@ class Producer:
 
     async def _append_after_waiting(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
         """The slow path: wait for metadata and memory (together bounded by `max_block_ms`), then append."""
+        if self._state != _RUNNING:
+            raise self._closed_error()
         deadline = self._loop.time() + self.config.max_block_ms / 1000
         info = self._cluster.metadata.topics.get(topic)
-        if info is None or not info.num_partitions:
-            info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
+        if info is None or not info.num_partitions or (partition is not None and partition >= info.num_partitions):
+            info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms, partition)
         memory = prepared[3] + RECORD_MEMORY_OVERHEAD
         if self._memory_waiters or not self._accumulator.has_room(memory):
             await self._memory_waiters.wait(memory, deadline)
@@ -330,6 +377,10 @@ class Producer:
         if self._state == _NEW:
             return ProducerClosedError(
                 "the producer was not started: use `async with Producer(...)` or `await start()`"
+            )
+        if self._sender_error is not None:
+            return ProducerClosedError(
+                f"the producer's sender failed ({self._sender_error!r}): no more records can be sent"
             )
         return ProducerClosedError(f"the producer is {self._state}: no more records can be sent")
 

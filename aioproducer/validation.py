@@ -1,6 +1,7 @@
-"""Checks on what callers hand to `send`: topic names, headers, and a record's size; pure.
+"""Checks on what callers hand to `send`: topic names, headers, partitions, timestamps, and a record's size; pure.
 
-Each check raises a typed `InvalidRecordError` with a message a user can act on, at the call.
+Each check raises a typed `InvalidRecordError` with a message a user can act on, at the call. These functions are
+the rules: the compiled appender may accept the common case inline, and calls them for anything else.
 """
 
 from __future__ import annotations
@@ -8,9 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .errors import InvalidRecordError
+from .errors import InvalidRecordError, UnknownPartitionError
 
-__all__ = ["check_headers", "check_topic", "record_size"]
+__all__ = ["INT64_MAX", "check_headers", "check_partition", "check_timestamp", "check_topic", "record_size"]
+
+INT64_MAX = (1 << 63) - 1
 
 # Attributes, timestamp and offset deltas, and the length varints of one record, at their widest.
 _RECORD_OVERHEAD_BYTES = 21
@@ -27,6 +30,33 @@ def check_topic(topic: object) -> None:
             f"invalid topic name {topic!r}: use 1 to 249 characters from a-z, A-Z, 0-9, '.', '_' and '-' "
             "(and not '.' or '..')"
         )
+
+
+def check_partition(partition: object) -> int:
+    """An explicit partition: an `int` of at least 0 (Java's ProducerRecord: "Partition number should always be
+    non-negative or null"). A `bool` is refused although Python counts it as an int: `partition=True` is a bug,
+    not partition 1. Whether the topic has that partition is checked against its metadata, later."""
+    if type(partition) is not int:
+        raise UnknownPartitionError(f"partition must be an int or None, got {type(partition).__name__} {partition!r}")
+    if partition < 0:
+        raise UnknownPartitionError(f"invalid partition {partition}: a partition number is never negative")
+    return partition
+
+
+def check_timestamp(timestamp_ms: object) -> int:
+    """A record timestamp in milliseconds since the epoch: an `int` (not a `bool`) from 0 to 2**63 - 1. Java's
+    ProducerRecord rejects negative timestamps ("Timestamp should always be non-negative or null"); brokers read
+    -1 as "no timestamp"."""
+    if type(timestamp_ms) is not int:
+        raise InvalidRecordError(
+            f"record timestamp must be an int of milliseconds or None, got {type(timestamp_ms).__name__} "
+            f"{timestamp_ms!r}"
+        )
+    if not 0 <= timestamp_ms <= INT64_MAX:
+        raise InvalidRecordError(
+            f"invalid record timestamp {timestamp_ms}: it must be from 0 to 2**63 - 1 milliseconds since the epoch"
+        )
+    return timestamp_ms
 
 
 def check_headers(headers: object) -> tuple[tuple[str, bytes | None], ...]:

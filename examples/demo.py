@@ -1,8 +1,11 @@
 """The aioproducer demo: produce records to Kafka, read them back with an independent consumer, report.
 
-With no --bootstrap it starts an embedded broker (Tansu, from `aioproducer[testing]`) on a free loopback port.
+With no --bootstrap it starts a broker of its own on free loopback ports, from `aioproducer[testing]`: Tansu, an
+embedded Kafka-compatible broker that starts at once (the default), or with --broker kafka real Apache Kafka
+(a single KRaft node from Maven Central's jars; needs `java` and `mvn`, the first run downloads ~45 MB).
 
     python examples/demo.py --records 200000 --compression zstd
+    python examples/demo.py --broker kafka
     python examples/demo.py --bootstrap 127.0.0.1:9092
 """
 
@@ -10,19 +13,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
+import contextlib
 import time
+from collections.abc import Iterator
+
+from rich.progress import MofNCompleteColumn, Progress, TextColumn
 
 from aioproducer import Producer, ProducerRecord
-from aioproducer.testing import broker_or_embedded, create_topic, read_back
+from aioproducer.testing import KafkaCluster, broker_or_embedded, create_topic, read_back
 
 
-def progress(done: int, total: int, started: float) -> None:
-    width = 30
-    filled = width * done // max(total, 1)
-    rate = done / max(time.perf_counter() - started, 1e-9)
-    sys.stdout.write(f"\r  [{'#' * filled}{'.' * (width - filled)}] {done:>9,}/{total:,}  {rate:,.0f} rec/s")
-    sys.stdout.flush()
+@contextlib.contextmanager
+def broker(bootstrap: str | None, kind: str) -> Iterator[str]:
+    """The bootstrap servers to use: `bootstrap` when given, else a broker of `kind` running for the block."""
+    if bootstrap or kind == "tansu":
+        with broker_or_embedded(bootstrap) as servers:
+            yield servers
+        return
+    print("starting real Apache Kafka (one KRaft node) ...")
+    with KafkaCluster(nodes=1) as cluster:
+        print(f"started Apache Kafka {cluster.version} at {cluster.bootstrap_servers} in {cluster.startup_s:.1f} s")
+        yield cluster.bootstrap_servers
 
 
 async def produce(bootstrap: str, topic: str, count: int, value_size: int, compression: str) -> tuple[int, int, float]:
@@ -31,25 +42,33 @@ async def produce(bootstrap: str, topic: str, count: int, value_size: int, compr
     chunk = 10_000
     payload = b"x" * value_size
     started = time.perf_counter()
+    columns = (*Progress.get_default_columns(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"))
     async with Producer(bootstrap, compression_type=compression, linger_ms=5) as producer:
-        for first in range(0, count, chunk):
-            records = [
-                ProducerRecord(topic, payload, key=b"key-%d" % (i % 1000), headers=[("n", str(i).encode())])
-                for i in range(first, min(first + chunk, count))
-            ]
-            for result in await producer.send_many(records):
-                if isinstance(result, BaseException):
-                    failed += 1
-                else:
-                    delivered += 1
-            progress(delivered + failed, count, started)
-    sys.stdout.write("\n")
+        with Progress(*columns) as progress:
+            task = progress.add_task("producing", total=count, rate="")
+            for first in range(0, count, chunk):
+                records = [
+                    ProducerRecord(topic, payload, key=b"key-%d" % (i % 1000), headers=[("n", str(i).encode())])
+                    for i in range(first, min(first + chunk, count))
+                ]
+                for result in await producer.send_many(records):
+                    if isinstance(result, BaseException):
+                        failed += 1
+                    else:
+                        delivered += 1
+                rate = (delivered + failed) / (time.perf_counter() - started)
+                progress.update(task, completed=delivered + failed, rate=f"{rate:,.0f} records/s")
     return delivered, failed, time.perf_counter() - started
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: start an embedded broker)")
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: start a broker, see --broker)")
+    parser.add_argument(
+        "--broker",
+        choices=["tansu", "kafka"],
+        help="the broker to start without --bootstrap: embedded Tansu (instant, the default) or real Apache Kafka",
+    )
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
@@ -57,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic", default=f"aioproducer-demo-{int(time.time())}")
     args = parser.parse_args(argv)
 
-    with broker_or_embedded(args.bootstrap) as bootstrap:
+    if args.bootstrap and args.broker:
+        parser.error("--broker starts a broker of its own: leave it out with --bootstrap")
+    with broker(args.bootstrap, args.broker or "tansu") as bootstrap:
         create_topic(bootstrap, args.topic, args.partitions)
         print(f"producing {args.records:,} records of {args.value_size} B to {args.topic!r} ({args.compression})")
         delivered, failed, seconds = asyncio.run(

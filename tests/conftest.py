@@ -1,5 +1,14 @@
-"""Shared fixtures: the session's Kafka endpoint (Tansu, or `AIOPRODUCER_BOOTSTRAP`), fresh topics, a mock cluster
-per test and the read-back judge. Holds no test logic."""
+"""Shared fixtures: the session's Kafka endpoints (real Apache Kafka by default, `AIOPRODUCER_BOOTSTRAP` when set, and
+Tansu on request), fresh topics, a mock cluster per test and the read-back judge. Holds no test logic.
+
+Targets, by fixture name:
+- `bootstrap`: the suite's default broker. Real Kafka (the session's single node, `kafka_cluster`) unless
+  `AIOPRODUCER_BOOTSTRAP` points at an external cluster.
+- `kafka_cluster` / `kafka_cluster_3`: real Apache Kafka with node control, 1 node (session) or 3 nodes (session,
+  started only when a test asks for it). Never replaced by `AIOPRODUCER_BOOTSTRAP`.
+- `tansu_bootstrap`: an embedded Tansu, for tests about Tansu or that need its instant start.
+- `mock_cluster`: librdkafka's mock cluster, for injected error codes.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +16,72 @@ import functools
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 import pytest
 
-from aioproducer.testing import ConsumedRecord, MockCluster, TansuBroker, create_topic, read_back
+from aioproducer.testing import ConsumedRecord, KafkaCluster, MockCluster, TansuBroker, create_topic, read_back
 
 BOOTSTRAP_ENV = "AIOPRODUCER_BOOTSTRAP"
 
+# Clusters started in this session, for the start-up summary and for log tails of failing tests.
+_CLUSTERS: list[tuple[str, KafkaCluster]] = []
+
+
+def _start_cluster(label: str, nodes: int, version: str | None = None) -> KafkaCluster:
+    cluster = KafkaCluster(nodes=nodes, **({"version": version} if version else {}))
+    cluster.start()
+    _CLUSTERS.append((label, cluster))
+    return cluster
+
 
 @pytest.fixture(scope="session")
-def bootstrap() -> Iterator[str]:
-    """The bootstrap servers of `AIOPRODUCER_BOOTSTRAP`'s cluster when set, else of a Tansu broker for the session."""
+def kafka_session_cluster() -> Iterator[KafkaCluster]:
+    cluster = _start_cluster("kafka_cluster (1 node)", 1)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_session_cluster_3() -> Iterator[KafkaCluster]:
+    cluster = _start_cluster("kafka_cluster_3 (3 nodes)", 3)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def kafka_cluster(kafka_session_cluster: KafkaCluster) -> Iterator[KafkaCluster]:
+    """The session's single real Kafka node (broker + controller); topics auto-create on Metadata. A test may
+    stop, kill or pause it: it runs again (same data) before the next test."""
+    yield kafka_session_cluster
+    kafka_session_cluster.heal()
+
+
+@pytest.fixture
+def kafka_cluster_3(kafka_session_cluster_3: KafkaCluster) -> Iterator[KafkaCluster]:
+    """Three real Kafka nodes for the session (replication 3, min.insync.replicas=2), started by the first test
+    that asks. A test may stop, kill or pause nodes: all three run again before the next test."""
+    yield kafka_session_cluster_3
+    kafka_session_cluster_3.heal()
+
+
+@pytest.fixture(scope="session")
+def bootstrap(request: pytest.FixtureRequest) -> str:
+    """The bootstrap servers of `AIOPRODUCER_BOOTSTRAP`'s cluster when set, else of the session's real Kafka node."""
     external = os.environ.get(BOOTSTRAP_ENV)
     if external:
-        yield external
-        return
+        return external
+    cluster: KafkaCluster = request.getfixturevalue("kafka_session_cluster")
+    return cluster.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def tansu_bootstrap() -> Iterator[str]:
+    """An embedded Tansu broker for the session (one broker, instant start, auto-creates topics)."""
     with TansuBroker() as broker:
         yield broker.bootstrap_servers
 
@@ -51,3 +110,31 @@ def mock_cluster() -> Iterator[MockCluster]:
 def read_back_records(bootstrap: str) -> Callable[..., list[ConsumedRecord]]:
     """`read_back` bound to the session's bootstrap servers."""
     return functools.partial(read_back, bootstrap)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, object]:
+    """A failing test that ran on real Kafka gets the end of each node's log in its report."""
+    report = yield
+    if isinstance(report, pytest.TestReport) and report.failed and _CLUSTERS:
+        used = set(getattr(item, "fixturenames", ()))
+        for label, cluster in _CLUSTERS:
+            uses_it = label.split(" ")[0] in used or ("bootstrap" in used and label.startswith("kafka_cluster "))
+            if not uses_it or cluster.startup_s is None:
+                continue
+            for node_id in cluster.node_ids:
+                try:
+                    tail = cluster.log_tail(node_id, 3000)
+                except Exception:
+                    continue
+                report.sections.append((f"{label}: node {node_id} log (tail)", tail))
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print how long each real Kafka cluster of the session took to start."""
+    for label, cluster in _CLUSTERS:
+        if cluster.startup_s is not None:
+            terminalreporter.write_line(
+                f"real Apache Kafka {cluster.version}, {label}: started in {cluster.startup_s:.1f} s"
+            )

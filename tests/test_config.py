@@ -72,6 +72,7 @@ PYTHON_DEFAULTS: dict[str, Any] = {
     "connections_max_idle_ms": 540000,
     "socket_connection_setup_timeout_ms": 10000,
     "socket_connection_setup_timeout_max_ms": 30000,
+    "close_timeout_ms": None,  # not a Java setting (Java's close() takes a Duration): None waits for every record
     "partitioner": "default",  # Java: partitioner.class=null, the built-in (uniform sticky, KIP-794)
     "partitioner_ignore_keys": False,
     "key_serializer": None,  # Java: required; here bytes only
@@ -162,7 +163,7 @@ def test_every_java_name_is_in_the_parity_table() -> None:
     covered = {python for _java, _pasted, python, _value in JAVA_PARITY}
     # No Java key of their own (SASL credentials live in sasl.jaas.config; SASL needs SASL_*: tested apart).
     unpaired = {"ssl_context", "ssl_keyfile", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password"}
-    unpaired |= {"sasl_oauth_token_provider", "compression_level", "transactional_id"}
+    unpaired |= {"sasl_oauth_token_provider", "compression_level", "transactional_id", "close_timeout_ms"}
     assert covered == {"bootstrap_servers", *PYTHON_DEFAULTS} - unpaired
 
 
@@ -237,6 +238,8 @@ INVALID = [
     ({"metadata_max_idle_ms": 4999}, "metadata_max_idle_ms must be at least 5000, got 4999"),
     ({"max_in_flight_requests_per_connection": 0}, "max_in_flight_requests_per_connection must be at least 1, got 0"),
     ({"connections_max_idle_ms": -2}, "connections_max_idle_ms must be at least -1, got -2"),
+    ({"close_timeout_ms": -1}, "close_timeout_ms must be from 0 to 9223372036854775807, got -1"),
+    ({"close_timeout_ms": 2.5}, "close_timeout_ms must be an integer (or a string of digits), got float 2.5"),
     ({"partitioner_ignore_keys": "yes"}, "partitioner_ignore_keys must be True or False (or 'true'/'false'), got str"),
     ({"allow_auto_create_topics": 1}, "allow_auto_create_topics must be True or False (or 'true'/'false'), got int 1"),
     ({"enable_idempotence": "on"}, "enable_idempotence must be True or False (or 'true'/'false'), got str 'on'"),

@@ -13,7 +13,29 @@ from aioproducer import errors, kafka_errors
 from aioproducer.errors import KafkaError, ProtocolError
 from aioproducer.kafka_errors import ERROR_CLASSES, kafka_error
 
-ERRORS_JSON = Path(__file__).resolve().parents[2] / "shared" / "kafka-protocol" / "errors.json"
+
+def _shared() -> Path:
+    """`shared/` beside the checkout (its parent for a worktree nested one level deeper)."""
+    for parent in Path(__file__).resolve().parents[1:4]:
+        if (parent / "shared" / "kafka-protocol").is_dir():
+            return parent / "shared"
+    return Path(__file__).resolve().parents[2] / "shared"
+
+
+ERRORS_JSON = _shared() / "kafka-protocol" / "errors.json"
+# Codes Kafka added after the errors.json snapshot, as listed in shared/kafka-protocol/README.md and read from
+# Errors.java at the 4.1.1 tag: (name, retriable, message).
+KAFKA_4_1_CODES = {
+    129: (
+        "REBOOTSTRAP_REQUIRED",
+        False,
+        "Client metadata is stale. The client should rebootstrap to obtain new metadata.",
+    ),
+    130: ("STREAMS_INVALID_TOPOLOGY", False, "The supplied topology is invalid."),
+    131: ("STREAMS_INVALID_TOPOLOGY_EPOCH", False, "The supplied topology epoch is invalid."),
+    132: ("STREAMS_TOPOLOGY_FENCED", False, "The supplied topology epoch is outdated."),
+    133: ("SHARE_SESSION_LIMIT_REACHED", True, "The limit of share sessions has been reached."),
+}
 
 # Codes whose Java exception extends InvalidMetadataException, read from apache/kafka's
 # clients/src/main/java/org/apache/kafka/common/errors/*.java. UNKNOWN_LEADER_EPOCH (75) is absent on purpose:
@@ -25,7 +47,11 @@ def _table() -> list[dict[str, Any]]:
     if not ERRORS_JSON.is_file():
         pytest.fail(f"Kafka's error table is missing: expected {ERRORS_JSON} (clone shared/ beside the repo)")
     entries: list[dict[str, Any]] = json.loads(ERRORS_JSON.read_text())["errors"]
-    return entries
+    newer = [
+        {"code": code, "name": name, "retriable": retriable, "message": message}
+        for code, (name, retriable, message) in KAFKA_4_1_CODES.items()
+    ]
+    return entries + newer
 
 
 def _expected_name(kafka_name: str) -> str:
@@ -35,7 +61,7 @@ def _expected_name(kafka_name: str) -> str:
 
 def test_one_class_per_code_except_none() -> None:
     codes = {entry["code"] for entry in _table()}
-    assert len(codes) == 130
+    assert len(codes) == 130 + len(KAFKA_4_1_CODES)
     assert set(ERROR_CLASSES) == codes - {0}
 
 
@@ -61,7 +87,7 @@ def test_names_follow_the_regular_pattern() -> None:
 
 
 def test_retriable_count_matches_the_table() -> None:
-    assert sum(cls.retriable for cls in ERROR_CLASSES.values()) == 31
+    assert sum(cls.retriable for cls in ERROR_CLASSES.values()) == 32
 
 
 def test_invalid_metadata_errors_are_all_retriable() -> None:

@@ -1,7 +1,12 @@
-"""Lost acknowledgements and injected Produce errors against Tansu, which enforces idempotent sequences: a proxy in
-the test forwards every request but now and then kills the connection after the broker answered a Produce request
-(the batch is written, the producer never hears), answers an error instead of forwarding, or takes the broker
-down for a while. Every record must end up in the log exactly once and in order per key."""
+"""Lost acknowledgements and injected Produce errors against brokers that enforce idempotent sequences — real Kafka
+(the session's node) and Tansu: a proxy in the test forwards every request but now and then kills the connection
+after the broker answered a Produce request (the batch is written, the producer never hears), answers an error
+instead of forwarding, or takes the broker down for a while. Every record must end up in the log exactly once and
+in order per key.
+
+The two brokers answer a resent batch differently: Tansu refuses it with DUPLICATE_SEQUENCE_NUMBER (no offset),
+while Kafka answers success with the offset the first copy got, from its cache of each producer's last five
+batches (ProducerStateManager). On Kafka every acknowledged offset must therefore be the record's real one."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import asyncio
 import enum
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -26,7 +32,7 @@ from fault_helpers import (
 
 from aioproducer import RecordMetadata
 from aioproducer.protocol import ApiKey, decode_request, decode_request_header, decode_response, encode_response
-from aioproducer.testing import TansuBroker, create_topic
+from aioproducer.testing import KafkaCluster, TansuBroker, create_topic
 
 NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS = 6, 7, 19
 SETTINGS = {
@@ -190,19 +196,43 @@ def every(period: int, first: int, act: Act, codes: tuple[int, ...] = (0,), limi
     return plan
 
 
-@pytest.fixture(scope="module")
-def tansu() -> Iterator[TansuBroker]:
-    """A Tansu of our own: a single broker that checks sequences, whatever AIOPRODUCER_BOOTSTRAP points at."""
+@dataclass(frozen=True)
+class Target:
+    name: str
+    bootstrap_servers: str
+
+
+@pytest.fixture(scope="module", params=["kafka", "tansu"])
+def target(request: pytest.FixtureRequest) -> Iterator[Target]:
+    """A single broker that checks sequences, whatever AIOPRODUCER_BOOTSTRAP points at: the session's real Kafka
+    node, or a Tansu of our own."""
+    if request.param == "kafka":
+        cluster: KafkaCluster = request.getfixturevalue("kafka_session_cluster")
+        yield Target("kafka", cluster.bootstrap_servers)
+        return
     with TansuBroker() as broker:
-        yield broker
+        yield Target("tansu", broker.bootstrap_servers)
+
+
+def assert_offsets_are_real(target: Target, results: list[object], records: list[Any], stored: list[Any]) -> None:
+    """Each acknowledged offset holds the very record acknowledged; on Kafka every offset is known (a resent batch
+    it already has is answered with the first copy's offset), Tansu gives -1 for the duplicates it refuses."""
+    where = {(r.partition, r.offset): r.value for r in stored}
+    for result, record in zip(results, records, strict=True):
+        if isinstance(result, RecordMetadata) and (target.name == "kafka" or result.offset >= 0):
+            assert where.get((result.partition, result.offset)) == record.value, (result, record.value)
+
+
+def refused_duplicates(results: list[object]) -> int:
+    return sum(1 for r in results if isinstance(r, RecordMetadata) and r.offset == -1)
 
 
 async def run_through_proxy(
-    tansu: TansuBroker, topic: str, plan: Plan, count: int, **settings: Any
+    target: Target, topic: str, plan: Plan, count: int, **settings: Any
 ) -> tuple[FaultyProxy, list[object]]:
     """Produce `count` keyed records through a proxy following `plan`; returns the proxy and each record's result."""
-    await asyncio.to_thread(create_topic, tansu.bootstrap_servers, topic, 3)
-    proxy = FaultyProxy(tansu.bootstrap_servers, plan)
+    await asyncio.to_thread(create_topic, target.bootstrap_servers, topic, 3)
+    proxy = FaultyProxy(target.bootstrap_servers, plan)
     await proxy.start()
     records = workload(topic, count, keys=12, topic=topic)
     try:
@@ -211,8 +241,10 @@ async def run_through_proxy(
             results = await settle(futures, 15)
     finally:
         await proxy.close()
-    verdict = judge(await read_back_async(tansu.bootstrap_servers, topic), records)
+    stored = await read_back_async(target.bootstrap_servers, topic)
+    verdict = judge(stored, records)
     assert verdict.ok, str(verdict)
+    assert_offsets_are_real(target, results, records, stored)
     return proxy, results
 
 
@@ -221,38 +253,58 @@ def failures(results: list[object]) -> list[object]:
 
 
 @pytest.mark.parametrize("in_flight", [1, 5])
-async def test_lost_acknowledgements_leave_every_record_exactly_once(tansu: TansuBroker, in_flight: int) -> None:
+async def test_lost_acknowledgements_leave_every_record_exactly_once(target: Target, in_flight: int) -> None:
     plan = every(4, first=3, act=Act.LOSE_ACK, limit=6)
     settings = {"max_in_flight_requests_per_connection": in_flight}
-    proxy, results = await run_through_proxy(tansu, f"lost-ack-{in_flight}", plan, 2000, **settings)
+    proxy, results = await run_through_proxy(target, f"lost-ack-{in_flight}", plan, 2000, **settings)
     assert failures(results) == []
     assert proxy.faults[Act.LOSE_ACK] == 6, proxy.faults
-    # The resent batches the broker already had come back as DUPLICATE_SEQUENCE_NUMBER: success, offset unknown.
-    assert any(isinstance(r, RecordMetadata) and r.offset == -1 for r in results)
+    if target.name == "tansu":
+        # The resent batches Tansu already had come back as DUPLICATE_SEQUENCE_NUMBER: success, offset unknown.
+        assert refused_duplicates(results) >= 1
 
 
-async def test_errors_after_the_write_are_retried_into_duplicates_the_broker_refuses(tansu: TansuBroker) -> None:
+async def test_errors_after_the_write_are_retried_into_duplicates_the_broker_recognises(target: Target) -> None:
     plan = every(4, first=2, act=Act.FAIL_AFTER, codes=(REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS), limit=6)
-    proxy, results = await run_through_proxy(tansu, "fail-after", plan, 2000)
+    proxy, results = await run_through_proxy(target, "fail-after", plan, 2000)
     assert failures(results) == []
     assert proxy.faults[Act.FAIL_AFTER] == 6, proxy.faults
-    assert sum(1 for r in results if isinstance(r, RecordMetadata) and r.offset == -1) >= 6
+    if target.name == "tansu":
+        assert refused_duplicates(results) >= 6
 
 
-async def test_errors_before_the_write_keep_order_with_five_in_flight(tansu: TansuBroker) -> None:
+async def test_errors_before_the_write_keep_order_with_five_in_flight(target: Target) -> None:
     # Requests behind a refused one reach the broker with a sequence gap (45): they must be retried after it.
     codes = (NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS)
     plan = every(3, first=1, act=Act.FAIL_BEFORE, codes=codes, limit=9)
-    proxy, results = await run_through_proxy(tansu, "fail-before", plan, 2000)
+    proxy, results = await run_through_proxy(target, "fail-before", plan, 2000)
     assert failures(results) == []
     assert proxy.faults[Act.FAIL_BEFORE] == 9, proxy.faults
 
 
-async def test_a_broker_outage_mid_stream_leaves_every_record_exactly_once(tansu: TansuBroker) -> None:
-    await asyncio.to_thread(create_topic, tansu.bootstrap_servers, "outage", 3)
-    proxy = FaultyProxy(tansu.bootstrap_servers, lambda n: (Act.FORWARD, 0))
+async def test_a_refused_first_batch_is_not_overtaken_by_the_next_ones(
+    target: Target, request: pytest.FixtureRequest
+) -> None:
+    """Regression: a partition's first batch refused with a retriable error (NOT_LEADER_OR_FOLLOWER, which real Kafka
+    answers for a partition created a moment ago) while later batches were in flight. Since KIP-360 Kafka takes any
+    sequence as a new producer's first on a partition, so the later batches were written ahead of it; its retry then
+    drew OUT_OF_ORDER_SEQUENCE_NUMBER, the epoch bump resent batches, and records were reordered and duplicated.
+    Tansu insists on sequence 0 first (45), which hid it."""
+    if target.name == "kafka":
+        # Strict: passes the day the producer keeps one batch in flight until a partition's first is acknowledged.
+        request.applymarker(pytest.mark.xfail(strict=True, reason="open bug: later batches overtake a refused first"))
+    plan = every(10**9, first=0, act=Act.FAIL_BEFORE, codes=(NOT_LEADER_OR_FOLLOWER,), limit=1)
+    proxy, results = await run_through_proxy(target, "first-refused", plan, 2000)
+    assert failures(results) == []
+    assert proxy.faults[Act.FAIL_BEFORE] == 1, proxy.faults
+
+
+async def test_a_broker_outage_mid_stream_leaves_every_record_exactly_once(target: Target) -> None:
+    topic = f"outage-{target.name}"
+    await asyncio.to_thread(create_topic, target.bootstrap_servers, topic, 3)
+    proxy = FaultyProxy(target.bootstrap_servers, lambda n: (Act.FORWARD, 0))
     await proxy.start()
-    records = workload("outage", 3000, keys=12, topic="outage")
+    records = workload("outage", 3000, keys=12, topic=topic)
     try:
         async with running_producer(proxy.bootstrap_servers, **SETTINGS) as producer:
             futures = []
@@ -267,5 +319,5 @@ async def test_a_broker_outage_mid_stream_leaves_every_record_exactly_once(tansu
     finally:
         await proxy.close()
     assert failures(results) == []
-    verdict = judge(await read_back_async(tansu.bootstrap_servers, "outage"), records)
+    verdict = judge(await read_back_async(target.bootstrap_servers, topic), records)
     assert verdict.ok, str(verdict)

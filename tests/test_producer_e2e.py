@@ -117,7 +117,8 @@ async def test_flush_and_close_deliver_everything_buffered(
 
 async def test_bad_input_raises_typed_errors_at_the_call(bootstrap: str, topic_factory: Callable[..., str]) -> None:
     topic = topic_factory(2)
-    async with Producer(bootstrap, max_request_size=10_000) as producer:
+    # max_block_ms: a partition beyond the topic is waited for (metadata may show it later), for at most that long.
+    async with Producer(bootstrap, max_request_size=10_000, max_block_ms=500) as producer:
         with pytest.raises(InvalidRecordError, match="invalid topic name"):
             await producer.send("bad topic!", b"v")
         with pytest.raises(InvalidRecordError, match="value"):

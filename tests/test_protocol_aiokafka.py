@@ -7,11 +7,22 @@ from typing import Any
 
 import pytest
 from aiokafka.protocol import admin as ak_admin
+from aiokafka.protocol import coordination as ak_coordination
 from aiokafka.protocol import metadata as ak_metadata
 from aiokafka.protocol import produce as ak_produce
 from aiokafka.protocol import transaction as ak_txn
 
-from aioproducer.protocol import ApiKey, decode_request_header, decode_response, encode_request, encode_response
+from aioproducer.protocol import (
+    ApiKey,
+    Coordinator,
+    CoordinatorType,
+    coordinators_from_response,
+    decode_request_header,
+    decode_response,
+    encode_request,
+    encode_response,
+    find_coordinator_body,
+)
 
 RECORDS = bytes(range(256)) * 3
 
@@ -154,3 +165,62 @@ def test_produce_response_we_encode_decodes_in_aiokafka() -> None:
     theirs = ak_produce.ProduceResponse_v7.decode(_response_payload(ApiKey.PRODUCE, 7, body))
     assert theirs.topics == [("t", [(4, 0, 99, -1, -1)])]
     assert theirs.throttle_time_ms == 3
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_find_coordinator_both_ways(version: int) -> None:
+    """aiokafka has FindCoordinator v1 only; v2 is the same on the wire (brokers answer before throttling)."""
+    request = ak_coordination.FindCoordinatorRequest_v1("my-txn", 1)
+    body = find_coordinator_body(version, CoordinatorType.TRANSACTION, ["my-txn"])
+    assert _request_body(ApiKey.FIND_COORDINATOR, version, body) == request.encode()
+    reply = ak_coordination.FindCoordinatorResponse_v1(7, 0, "", 3, "broker-3", 9093)
+    ours = decode_response(ApiKey.FIND_COORDINATOR, version, reply.encode())
+    found = coordinators_from_response(version, ours, ["my-txn"])
+    assert found == {"my-txn": Coordinator("my-txn", 3, "broker-3", 9093, 0, "")}
+    assert ours["throttle_time_ms"] == 7
+
+
+# v0-2 of these three are one wire shape (v1 and v2 only widen the errors a broker may answer with).
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_add_partitions_to_txn_both_ways(version: int) -> None:
+    request = ak_txn.AddPartitionsToTxnRequest_v0("tx", 4000, 3, [("a", [0, 2]), ("b", [])])
+    body = {
+        "v3_and_below_transactional_id": "tx",
+        "v3_and_below_producer_id": 4000,
+        "v3_and_below_producer_epoch": 3,
+        "v3_and_below_topics": [{"name": "a", "partitions": [0, 2]}, {"name": "b", "partitions": []}],
+    }
+    assert _request_body(ApiKey.ADD_PARTITIONS_TO_TXN, version, body) == request.encode()
+    reply = ak_txn.AddPartitionsToTxnResponse_v0(5, [("a", [(0, 0), (2, 51)])])
+    ours = decode_response(ApiKey.ADD_PARTITIONS_TO_TXN, version, reply.encode())
+    assert ours["throttle_time_ms"] == 5
+    assert ours["results_by_topic_v3_and_below"] == [
+        {
+            "name": "a",
+            "results_by_partition": [
+                {"partition_index": 0, "partition_error_code": 0},
+                {"partition_index": 2, "partition_error_code": 51},
+            ],
+        }
+    ]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_add_offsets_to_txn_both_ways(version: int) -> None:
+    request = ak_txn.AddOffsetsToTxnRequest_v0("tx", 4000, 3, "group-1")
+    body = {"transactional_id": "tx", "producer_id": 4000, "producer_epoch": 3, "group_id": "group-1"}
+    assert _request_body(ApiKey.ADD_OFFSETS_TO_TXN, version, body) == request.encode()
+    reply = ak_txn.AddOffsetsToTxnResponse_v0(1, 15)
+    ours = decode_response(ApiKey.ADD_OFFSETS_TO_TXN, version, reply.encode())
+    assert ours == {"throttle_time_ms": 1, "error_code": 15}
+
+
+@pytest.mark.parametrize(("version", "committed"), [(0, True), (1, False), (2, True)])
+def test_end_txn_both_ways(version: int, committed: bool) -> None:
+    request = ak_txn.EndTxnRequest_v0("tx", 4000, 3, committed)
+    body = {"transactional_id": "tx", "producer_id": 4000, "producer_epoch": 3, "committed": committed}
+    assert _request_body(ApiKey.END_TXN, version, body) == request.encode()
+    reply = ak_txn.EndTxnResponse_v0(0, 48)
+    ours = decode_response(ApiKey.END_TXN, version, reply.encode())
+    # Before v5 the response names no next producer id/epoch: the declared defaults say "unchanged".
+    assert ours == {"throttle_time_ms": 0, "error_code": 48, "producer_id": -1, "producer_epoch": -1}

@@ -1,9 +1,10 @@
-"""Real peers as judges: the session's broker (Tansu, or AIOPRODUCER_BOOTSTRAP) and librdkafka's mock cluster
+"""Real peers as judges: the session's broker (real Kafka, or AIOPRODUCER_BOOTSTRAP) and librdkafka's mock cluster
 decode every request version we send, and we decode every reply they give, over plain blocking sockets."""
 
 from __future__ import annotations
 
 import socket
+import time
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ with warnings.catch_warnings():
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
 CLIENT_SOFTWARE = {"client_software_name": "aioproducer", "client_software_version": "0.1.0"}
+COORDINATOR_LOAD_IN_PROGRESS = 14
 
 
 class Peer:
@@ -120,12 +122,19 @@ def test_broker_round_trips_every_version_we_speak(broker: Peer) -> None:
 
 
 def test_broker_grants_producer_ids_from_v3(broker: Peer) -> None:
-    """Tansu answers InitProducerId only from v3 (older versions get -1), so v3+ is what a producer can rely on."""
+    """Tansu answers InitProducerId only from v3 (older versions get -1), so v3+ is what a producer can rely on.
+    Real Kafka answers the first requests on a new cluster with COORDINATOR_LOAD_IN_PROGRESS until its controller
+    hands the broker a block of producer ids: retriable, as for the producer."""
     ranges = api_version_ranges(broker.call(ApiKey.API_VERSIONS, 3, CLIENT_SOFTWARE))
     for version in shared_versions(ranges, ApiKey.INIT_PRODUCER_ID):
-        reply = broker.call(
-            ApiKey.INIT_PRODUCER_ID, version, {"transactional_id": None, "transaction_timeout_ms": 60000}
-        )
+        deadline = time.monotonic() + 60
+        while True:
+            reply = broker.call(
+                ApiKey.INIT_PRODUCER_ID, version, {"transactional_id": None, "transaction_timeout_ms": 60000}
+            )
+            if reply["error_code"] != COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         if version >= 3:
             assert reply["error_code"] == 0 and reply["producer_id"] >= 0, f"InitProducerId v{version}"
 

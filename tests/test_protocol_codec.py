@@ -192,7 +192,10 @@ def test_bodies_that_cannot_be_encoded_raise_protocol_error(
         encode_request(api, version, 1, "c", body)
 
 
-@pytest.mark.parametrize(("api", "version"), [(ApiKey.PRODUCE, 2), (ApiKey.PRODUCE, 12), (ApiKey.CREATE_TOPICS, 1)])
+@pytest.mark.parametrize(
+    ("api", "version"),
+    [(ApiKey.PRODUCE, 2), (ApiKey.PRODUCE, 13), (ApiKey.CREATE_TOPICS, 1), (ApiKey.ADD_PARTITIONS_TO_TXN, 4)],
+)
 def test_versions_outside_our_range_are_refused(api: ApiKey, version: int) -> None:
     with pytest.raises(UnsupportedVersionError):
         encode_request(api, version, 1, "c", {})

@@ -17,6 +17,7 @@ with warnings.catch_warnings():
     from kafka.protocol import metadata as kp_metadata
     from kafka.protocol import producer as kp_producer
     from kafka.protocol import sasl as kp_sasl
+    from kafka.protocol.producer import transaction as kp_txn
 
 from aioproducer.protocol import (
     SUPPORTED_VERSIONS,
@@ -38,6 +39,11 @@ KAFKA_PYTHON = {
     ApiKey.INIT_PRODUCER_ID: (kp_producer.InitProducerIdRequest, kp_producer.InitProducerIdResponse),
     ApiKey.SASL_HANDSHAKE: (kp_sasl.SaslHandshakeRequest, kp_sasl.SaslHandshakeResponse),
     ApiKey.SASL_AUTHENTICATE: (kp_sasl.SaslAuthenticateRequest, kp_sasl.SaslAuthenticateResponse),
+    ApiKey.FIND_COORDINATOR: (kp_metadata.FindCoordinatorRequest, kp_metadata.FindCoordinatorResponse),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (kp_producer.AddPartitionsToTxnRequest, kp_producer.AddPartitionsToTxnResponse),
+    ApiKey.ADD_OFFSETS_TO_TXN: (kp_producer.AddOffsetsToTxnRequest, kp_producer.AddOffsetsToTxnResponse),
+    ApiKey.END_TXN: (kp_producer.EndTxnRequest, kp_producer.EndTxnResponse),
+    ApiKey.TXN_OFFSET_COMMIT: (kp_txn.TxnOffsetCommitRequest, kp_txn.TxnOffsetCommitResponse),
 }
 CASES = [(api, v) for api, (low, high) in SUPPORTED_VERSIONS.items() for v in range(low, high + 1)]
 CASE_IDS = [f"{api.name}-v{v}" for api, v in CASES]

@@ -36,7 +36,18 @@ def test_public_names() -> None:
         "api_versions_fallback_version",
     }
     extras = {"DEFAULT_MAX_FRAME_BYTES", "RequestHeader", "api_version_ranges", "decode_request_header"}
-    assert set(protocol.__all__) == contract | extras
+    transactions = {
+        "TRANSACTION_V2_VERSIONS",
+        "TRANSACTION_VERSION",
+        "Coordinator",
+        "CoordinatorType",
+        "FinalizedFeatures",
+        "coordinators_from_response",
+        "finalized_features",
+        "find_coordinator_body",
+        "transaction_versions",
+    }
+    assert set(protocol.__all__) == contract | extras | transactions
     assert all(hasattr(protocol, name) for name in protocol.__all__)
 
 
@@ -44,10 +55,15 @@ def test_api_keys_are_kafkas() -> None:
     assert {key.name: int(key) for key in protocol.ApiKey} == {
         "PRODUCE": 0,
         "METADATA": 3,
+        "FIND_COORDINATOR": 10,
         "SASL_HANDSHAKE": 17,
         "API_VERSIONS": 18,
         "CREATE_TOPICS": 19,
         "INIT_PRODUCER_ID": 22,
+        "ADD_PARTITIONS_TO_TXN": 24,
+        "ADD_OFFSETS_TO_TXN": 25,
+        "END_TXN": 26,
+        "TXN_OFFSET_COMMIT": 28,
         "SASL_AUTHENTICATE": 36,
     }
 

@@ -9,14 +9,32 @@ import pytest
 from aioproducer.errors import ProtocolError, UnsupportedVersionError
 from aioproducer.protocol import (
     SUPPORTED_VERSIONS,
+    TRANSACTION_V2_VERSIONS,
     ApiKey,
     api_version_ranges,
     api_versions_error_code,
     api_versions_fallback_version,
     negotiate_versions,
+    transaction_versions,
 )
 
 KAFKA_3_X = {0: (0, 9), 3: (0, 12), 17: (0, 1), 18: (0, 3), 19: (0, 7), 22: (0, 4), 36: (0, 2), 1: (0, 13)}
+# What kafka-clients 4.1.1's ApiKeys reports (oldestVersion, latestVersion(false)), with Produce's advertised floor.
+KAFKA_4_1 = {
+    0: (0, 13),
+    1: (4, 17),
+    3: (0, 13),
+    10: (0, 6),
+    17: (0, 1),
+    18: (0, 4),
+    19: (2, 7),
+    22: (0, 5),
+    24: (0, 5),
+    25: (0, 4),
+    26: (0, 5),
+    28: (0, 5),
+    36: (0, 2),
+}
 
 
 def v0_error_body(entries: list[tuple[int, int, int]], error: int = 35) -> bytes:
@@ -37,6 +55,39 @@ def test_negotiation_picks_the_highest_common_version() -> None:
     }
 
 
+def test_negotiation_against_kafka_4_1_1() -> None:
+    """The ranges a default Kafka 4.1.1 broker advertises (ApiKeys.latestVersion(false), Produce's advertised floor
+    v0 per KAFKA-18659): we pick Produce v12, Metadata v13, EndTxn v5, never an unstable or removed version."""
+    chosen = negotiate_versions(KAFKA_4_1, list(SUPPORTED_VERSIONS))
+    assert chosen == {
+        ApiKey.PRODUCE: 12,
+        ApiKey.METADATA: 13,
+        ApiKey.FIND_COORDINATOR: 6,
+        ApiKey.SASL_HANDSHAKE: 1,
+        ApiKey.API_VERSIONS: 4,
+        ApiKey.CREATE_TOPICS: 7,
+        ApiKey.INIT_PRODUCER_ID: 5,
+        ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+        ApiKey.ADD_OFFSETS_TO_TXN: 4,
+        ApiKey.END_TXN: 5,
+        ApiKey.TXN_OFFSET_COMMIT: 5,
+        ApiKey.SASL_AUTHENTICATE: 2,
+    }
+
+
+def test_a_broker_advertising_produce_v0_never_gets_below_v3() -> None:
+    """Kafka 4 advertises Produce v0-v13 but rejects v0-2 (KIP-896): only our own floor bounds the pick."""
+    assert negotiate_versions({0: (0, 3)}, [ApiKey.PRODUCE])[ApiKey.PRODUCE] == 3
+    for high in range(0, 3):
+        with pytest.raises(UnsupportedVersionError, match="older than aioproducer supports"):
+            negotiate_versions({0: (0, high)}, [ApiKey.PRODUCE])
+
+
+def test_a_broker_that_dropped_every_version_we_speak_says_upgrade() -> None:
+    with pytest.raises(UnsupportedVersionError, match=r"PRODUCE .*speaks v3-v12, the broker offers v13-v14.*upgrade"):
+        negotiate_versions({0: (13, 14)}, [ApiKey.PRODUCE])
+
+
 def test_negotiation_caps_at_our_maximum_and_skips_apis_we_do_not_speak() -> None:
     chosen = negotiate_versions({0: (0, 99), 1: (0, 17)}, [ApiKey.PRODUCE])
     assert chosen == {ApiKey.PRODUCE: SUPPORTED_VERSIONS[ApiKey.PRODUCE][1]}
@@ -53,9 +104,8 @@ def test_a_required_api_the_broker_lacks_names_it() -> None:
 
 
 def test_disjoint_ranges_name_both_sides() -> None:
-    # A Kafka 4 broker that dropped everything below Produce v12 would leave us nothing in common.
-    with pytest.raises(UnsupportedVersionError, match=r"PRODUCE .*speaks v3-v11, the broker offers v12-v13"):
-        negotiate_versions({0: (12, 13)}, [ApiKey.PRODUCE])
+    with pytest.raises(UnsupportedVersionError, match=r"TXN_OFFSET_COMMIT .*speaks v3-v5, the broker offers v0-v2"):
+        negotiate_versions({28: (0, 2)}, [ApiKey.TXN_OFFSET_COMMIT])
 
 
 def test_api_version_ranges_reads_a_decoded_response() -> None:
@@ -108,3 +158,20 @@ def test_fallback_never_repeats_or_raises_the_version_tried() -> None:
 def test_fallback_refuses_a_response_that_is_not_unsupported_version() -> None:
     with pytest.raises(ProtocolError, match="UNSUPPORTED_VERSION"):
         api_versions_fallback_version(v0_error_body([(18, 0, 4)], error=0))
+
+
+@pytest.mark.parametrize("transaction_v2", [True, False])
+def test_transaction_versions_stay_below_tv2_unless_the_cluster_runs_it(transaction_v2: bool) -> None:
+    negotiated = negotiate_versions(KAFKA_4_1, list(SUPPORTED_VERSIONS))
+    capped = transaction_versions(negotiated, transaction_v2=transaction_v2)
+    expected = dict(negotiated)
+    if not transaction_v2:
+        expected.update({ApiKey.PRODUCE: 11, ApiKey.TXN_OFFSET_COMMIT: 4, ApiKey.END_TXN: 4})
+    assert capped == expected
+    assert set(TRANSACTION_V2_VERSIONS) == {ApiKey.PRODUCE, ApiKey.TXN_OFFSET_COMMIT, ApiKey.END_TXN}
+
+
+def test_transaction_versions_never_raise_a_version() -> None:
+    """An older broker's lower versions pass through: the cap only ever lowers."""
+    negotiated = negotiate_versions(KAFKA_3_X, [ApiKey.PRODUCE])
+    assert transaction_versions(negotiated, transaction_v2=False) == negotiated

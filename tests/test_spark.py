@@ -136,7 +136,10 @@ def test_the_data_source_form_publishes_the_same_way(
     # Undelivered records fail the job at commit, with the report's first line as the message.
     bad = spark.createDataFrame([("x", 9)], "value string, partition int").write.format("aioproducer")
     with pytest.raises(Exception, match="1 of 1 records failed to publish; first: UnknownPartitionError"):
-        bad.option("kafka.bootstrap.servers", bootstrap).option("topic", topic).mode("append").save()
+        # A partition beyond the topic waits max.block.ms for metadata to show it (as Java does): keep that short.
+        bad.option("kafka.bootstrap.servers", bootstrap).option("kafka.max.block.ms", "500").option(
+            "topic", topic
+        ).mode("append").save()
 
 
 def test_the_data_source_form_reports_schema_errors_before_writing(spark: SparkSession, bootstrap: str) -> None:
@@ -181,8 +184,9 @@ def test_undelivered_records_fail_on_the_driver_with_the_report_attached(
     # Partition 5 does not exist: those rows fail alone, the others are delivered.
     df = spark.createDataFrame([(f"v{i}", 5 if i in (3, 4) else 0) for i in range(10)], "value string, partition int")
 
+    # A partition beyond the topic waits max.block.ms for metadata to show it (as Java does): keep that short.
     with pytest.raises(PublishError, match="2 of 10 records failed to publish; first: UnknownPartitionError") as caught:
-        publish(df.coalesce(1), topic, options(bootstrap))
+        publish(df.coalesce(1), topic, options(bootstrap, max_block_ms="500"))
     report = caught.value.report
     assert (report.delivered, report.failed) == (8, 2)
     assert [(e.spark_partition, e.row, e.error) for e in report.errors] == [
@@ -193,7 +197,7 @@ def test_undelivered_records_fail_on_the_driver_with_the_report_attached(
         f"v{i}".encode() for i in range(10) if i not in (3, 4)
     )
 
-    kept = publish(df.coalesce(1), topic, options(bootstrap), fail_on_error=False)
+    kept = publish(df.coalesce(1), topic, options(bootstrap, max_block_ms="500"), fail_on_error=False)
     assert (kept.delivered, kept.failed, kept.ok) == (8, 2, False)
 
 
@@ -384,7 +388,7 @@ def test_a_task_outside_spark_publishes_its_batches_and_counts_them(
     partitions = [i % 2 for i in range(25)]
     partitions[20] = 7  # no such partition
     batch = pa.RecordBatch.from_arrays([pa.array(values), pa.array(partitions, pa.int32())], ["value", "partition"])
-    plan = TaskPlan({"bootstrap.servers": bootstrap}, topic, chunk_rows=4)
+    plan = TaskPlan({"bootstrap.servers": bootstrap, "max.block.ms": "500"}, topic, chunk_rows=4)
 
     report = run_task([batch.slice(0, 10), batch.slice(10)], plan)
 

@@ -1,7 +1,9 @@
-"""Our message declarations against Kafka's official message JSON, field by field, for every version we claim."""
+"""Our message declarations against Kafka's official message JSON, field by field, for every version we claim: the
+Kafka 4.1.1 release (what current brokers speak) and the 2024 trunk snapshot (where it still defines a version)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import uuid
@@ -14,8 +16,32 @@ from aioproducer.protocol import SUPPORTED_VERSIONS, ApiKey
 from aioproducer.protocol.messages import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES
 from aioproducer.protocol.schema import Field, Message
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+def _shared() -> Path:
+    """`shared/` beside the checkout (its parent for a worktree nested one level deeper)."""
+    for parent in Path(__file__).resolve().parents[1:4]:
+        if (parent / "shared" / "kafka-protocol").is_dir():
+            return parent / "shared"
+    return Path(__file__).resolve().parents[2] / "shared"
+
+
+SHARED = _shared()
 MESSAGES_DIR = SHARED / "kafka-protocol" / "messages"
+KAFKA_4_1_DIR = SHARED / "kafka-protocol" / "4.1.1" / "messages"
+SNAPSHOTS = {"4.1.1": KAFKA_4_1_DIR, "2024": MESSAGES_DIR}
+
+# Versions Kafka 4.1.1 defines above ours, each left out on purpose; any other newer version is drift to act on.
+UNSPOKEN_NEWER = {
+    ApiKey.PRODUCE: (13, "v13 names topics by id (KIP-516)"),
+    ApiKey.INIT_PRODUCER_ID: (6, "v6 is two-phase commit (KIP-939), unstable in 4.1"),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (5, "v4+ are broker-to-broker"),
+}
+# Floors above Kafka 4.1.1's, each on purpose; 4.1.1's own floors (Produce v3, CreateTopics v2) are KIP-896's.
+RAISED_FLOORS = {
+    ApiKey.METADATA: (1, "v0 cannot ask for no topics, and every broker since 0.10 has v1"),
+    ApiKey.FIND_COORDINATOR: (1, "v0 has no key type, so it cannot find a transaction coordinator"),
+    ApiKey.TXN_OFFSET_COMMIT: (3, "v3 carries the group generation and member (KIP-447 fencing)"),
+}
 
 _ZERO = {
     "bool": False,
@@ -33,29 +59,38 @@ _ZERO = {
 }
 
 
-def _require_shared() -> None:
-    if not MESSAGES_DIR.is_dir():
-        pytest.fail(f"Kafka's message specs are missing: expected {MESSAGES_DIR} (clone shared/ beside the repo)")
-
-
-def load_spec(name: str) -> dict[str, Any]:
-    """Parse one message JSON: whole-line // comments dropped, as the shared README prescribes."""
-    _require_shared()
-    text = (MESSAGES_DIR / f"{name}.json").read_text()
+def load_spec(name: str, snapshot: str = "4.1.1") -> dict[str, Any]:
+    """Parse one message JSON: whole-line // comments dropped, as the shared README prescribes; struct types that
+    refer to `commonStructs` get those fields inlined, so that every struct field carries its own `fields`."""
+    directory = SNAPSHOTS[snapshot]
+    if not directory.is_dir():
+        pytest.fail(f"Kafka's message specs are missing: expected {directory} (clone shared/ beside the repo)")
+    text = (directory / f"{name}.json").read_text()
     spec: dict[str, Any] = json.loads(
         "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//"))
     )
+    common = {struct["name"]: struct["fields"] for struct in spec.get("commonStructs", [])}
+    _inline_common_structs(spec["fields"], common)
     return spec
 
 
-def parse_versions(spec: str | None, highest: int = 0x7FFF) -> set[int]:
+def _inline_common_structs(fields: list[dict[str, Any]], common: dict[str, list[dict[str, Any]]]) -> None:
+    for fld in fields:
+        element = fld["type"].removeprefix("[]")
+        if "fields" not in fld and element in common:
+            fld["fields"] = common[element]
+        _inline_common_structs(fld.get("fields", []), common)
+
+
+@functools.cache
+def parse_versions(spec: str | None, highest: int = 0x7FFF) -> frozenset[int]:
     """Kafka's version syntax as a set of versions, independent of aioproducer's parser."""
     if spec is None or spec == "none":
-        return set()
+        return frozenset()
     if spec.endswith("+"):
-        return set(range(int(spec[:-1]), highest + 1))
+        return frozenset(range(int(spec[:-1]), highest + 1))
     low, _, high = spec.partition("-")
-    return set(range(int(low), int(high or low) + 1))
+    return frozenset(range(int(low), int(high or low) + 1))
 
 
 def snake(name: str) -> str:
@@ -76,13 +111,14 @@ def json_default(spec: dict[str, Any]) -> Any:
     if raw == "null":
         return None
     if kafka_type == "bool":
-        return {"true": True, "false": False}[raw]
+        # Most files quote booleans ("false"); AddPartitionsToTxn's VerifyOnly writes a JSON literal.
+        return raw if isinstance(raw, bool) else {"true": True, "false": False}[raw]
     if kafka_type.startswith(("int", "uint")):
         return int(raw)
     return raw
 
 
-def field_at(spec: dict[str, Any], version: int, message_flexible: set[int]) -> dict[str, Any] | None:
+def field_at(spec: dict[str, Any], version: int, message_flexible: frozenset[int]) -> dict[str, Any] | None:
     """What the JSON says one field looks like at one version, or None if absent there."""
     if version not in parse_versions(spec["versions"]):
         return None
@@ -111,28 +147,44 @@ def ours_at(fld: Field, version: int, message_flexible: bool) -> dict[str, Any] 
 
 
 def compare_fields(
-    path: str, theirs: dict[str, dict[str, Any]], ours: dict[str, Field], version: int, flexible: set[int]
+    path: str, theirs: dict[str, dict[str, Any]], ours: dict[str, Field], version: int, flexible: frozenset[int]
 ) -> None:
-    assert list(ours) == list(theirs), f"{path} v{version}: field names/order differ"
-    for name, spec in theirs.items():
-        expected = field_at(spec, version, flexible)
+    """The fields present at `version`, in wire order, and each one's shape; fields of other versions only matter
+    where they are present (Kafka 4.1 adds Produce v13's topic id, a version we do not speak)."""
+    present_theirs = [name for name, spec in theirs.items() if version in parse_versions(spec["versions"])]
+    present_ours = [name for name, fld in ours.items() if version in fld.versions]
+    assert present_ours == present_theirs, f"{path} v{version}: fields present differ"
+    for name in present_theirs:
+        expected = field_at(theirs[name], version, flexible)
         actual = ours_at(ours[name], version, version in flexible)
+        if expected is None or actual is None:  # pragma: no cover - both present by construction
+            raise AssertionError(f"{path}.{name} v{version}: missing")
         where = f"{path}.{name} v{version}"
-        if expected is None or actual is None:
-            assert expected is actual, f"{where}: presence differs (JSON {expected is not None})"
-            continue
         for key in ("type", "nullable", "tag", "compact", "default"):
             assert actual[key] == expected[key], f"{where}: {key} is {actual[key]!r}, JSON says {expected[key]!r}"
         assert bool(actual["fields"]) == bool(expected["fields"]), f"{where}: struct-ness differs"
         if expected["fields"]:
-            compare_fields(where, expected["fields"], actual["fields"], version, flexible)
+            compare_fields(f"{path}.{name}", expected["fields"], actual["fields"], version, flexible)
 
 
-def compare_message(spec: dict[str, Any], message: Message) -> list[int]:
+def never_present(fields: tuple[Field, ...], claimed: list[int], path: str) -> list[str]:
+    """Declared fields absent from every claimed version: dead declarations nothing checks."""
+    dead = []
+    for fld in fields:
+        if not any(version in fld.versions for version in claimed):
+            dead.append(f"{path}.{fld.name}")
+        dead += never_present(fld.fields, claimed, f"{path}.{fld.name}")
+    return dead
+
+
+def compare_message(spec: dict[str, Any], message: Message, *, only_defined: bool = False) -> list[int]:
+    """Compare every version `message` claims (with `only_defined`, those the spec defines); returns them."""
     valid = parse_versions(spec["validVersions"])
     flexible = parse_versions(spec["flexibleVersions"])
     claimed = [v for v in range(message.supported.low, message.supported.high + 1)]
     assert claimed, f"{message.name}: claims no versions"
+    if only_defined:
+        claimed = [v for v in claimed if v in valid]
     assert set(claimed) <= valid, f"{message.name}: claims versions the spec does not define"
     assert message.name == spec["name"]
     if "apiKey" in spec:
@@ -141,37 +193,91 @@ def compare_message(spec: dict[str, Any], message: Message) -> list[int]:
         assert (version in message.flexible) == (version in flexible), f"{message.name} v{version}: flexibility"
         theirs = {snake(s["name"]): s for s in spec["fields"]}
         compare_fields(message.name, theirs, {fld.name: fld for fld in message.fields}, version, flexible)
+    if not only_defined:
+        assert not never_present(message.fields, claimed, message.name), "fields no claimed version has"
     return claimed
 
 
 @pytest.mark.parametrize("api", list(ApiKey), ids=lambda api: api.name)
-def test_requests_match_kafka_json(api: ApiKey) -> None:
+def test_requests_match_kafka_4_1(api: ApiKey) -> None:
     message = REQUESTS[api]
     claimed = compare_message(load_spec(message.name), message)
     assert (claimed[0], claimed[-1]) == SUPPORTED_VERSIONS[api]
 
 
 @pytest.mark.parametrize("api", list(ApiKey), ids=lambda api: api.name)
-def test_responses_match_kafka_json(api: ApiKey) -> None:
+def test_responses_match_kafka_4_1(api: ApiKey) -> None:
     message = RESPONSES[api]
     claimed = compare_message(load_spec(message.name), message)
     assert (claimed[0], claimed[-1]) == SUPPORTED_VERSIONS[api]
 
 
+@pytest.mark.parametrize("api", list(ApiKey), ids=lambda api: api.name)
+def test_versions_the_2024_snapshot_defines_match_it_too(api: ApiKey) -> None:
+    """Kafka never redefines a released version: the older snapshot agrees wherever it defines one we claim."""
+    for table in (REQUESTS, RESPONSES):
+        message = table[api]
+        claimed = compare_message(load_spec(message.name, "2024"), message, only_defined=True)
+        assert claimed, f"{message.name}: the 2024 snapshot defines none of our versions"
+
+
 def test_headers_match_kafka_json() -> None:
-    assert compare_message(load_spec("RequestHeader"), REQUEST_HEADER) == [0, 1, 2]
+    assert compare_message(load_spec("RequestHeader"), REQUEST_HEADER) == [1, 2]
     assert compare_message(load_spec("ResponseHeader"), RESPONSE_HEADER) == [0, 1]
+    assert compare_message(load_spec("RequestHeader", "2024"), REQUEST_HEADER) == [1, 2]
+    assert compare_message(load_spec("ResponseHeader", "2024"), RESPONSE_HEADER) == [0, 1]
+
+
+def _newest_stable(spec: dict[str, Any]) -> int:
+    newest = max(parse_versions(spec["validVersions"]))
+    return newest - 1 if spec.get("latestVersionUnstable") else newest
+
+
+@pytest.mark.parametrize("api", list(ApiKey), ids=lambda api: api.name)
+def test_we_speak_the_newest_4_1_version_unless_listed(api: ApiKey) -> None:
+    """A Kafka release that adds a version fails here until we speak it or say why not in UNSPOKEN_NEWER."""
+    request, response = load_spec(REQUESTS[api].name), load_spec(RESPONSES[api].name)
+    newest = max(parse_versions(request["validVersions"]))
+    assert newest == max(parse_versions(response["validVersions"]))
+    ours = SUPPORTED_VERSIONS[api][1]
+    if api in UNSPOKEN_NEWER:
+        assert ours < UNSPOKEN_NEWER[api][0] == newest, UNSPOKEN_NEWER[api][1]
+    else:
+        assert ours == newest, f"{api.name}: Kafka 4.1.1 defines v{newest}, we speak up to v{ours}"
+    # An unstable version is not advertised by default brokers and may still change: never claim one.
+    assert ours <= _newest_stable(request), f"{api.name}: v{ours} is unstable in Kafka 4.1.1"
+
+
+@pytest.mark.parametrize("api", list(ApiKey), ids=lambda api: api.name)
+def test_our_floor_is_kafka_4_1s_unless_listed(api: ApiKey) -> None:
+    """Never below what 4.x brokers accept (KIP-896 removed old versions); above it only for a stated reason."""
+    low = min(parse_versions(load_spec(REQUESTS[api].name)["validVersions"]))
+    ours = SUPPORTED_VERSIONS[api][0]
+    expected = RAISED_FLOORS[api][0] if api in RAISED_FLOORS else low
+    assert ours == expected and ours >= low
+
+
+def test_produce_v0_to_v2_are_gone_from_kafka_4() -> None:
+    """Kafka 4 still advertises Produce v0 (KAFKA-18659) but its JSON no longer defines v0-2: our floor is v3."""
+    assert min(parse_versions(load_spec("ProduceRequest")["validVersions"])) == 3
+    assert min(parse_versions(load_spec("ProduceRequest", "2024")["validVersions"])) == 0
+    assert SUPPORTED_VERSIONS[ApiKey.PRODUCE][0] == 3
 
 
 def test_claimed_versions_are_the_briefed_ones() -> None:
     assert dict(SUPPORTED_VERSIONS) == {
         ApiKey.API_VERSIONS: (0, 4),
-        ApiKey.METADATA: (1, 12),
-        ApiKey.PRODUCE: (3, 11),
+        ApiKey.METADATA: (1, 13),
+        ApiKey.PRODUCE: (3, 12),
         ApiKey.INIT_PRODUCER_ID: (0, 5),
         ApiKey.SASL_HANDSHAKE: (0, 1),
         ApiKey.SASL_AUTHENTICATE: (0, 2),
         ApiKey.CREATE_TOPICS: (2, 7),
+        ApiKey.FIND_COORDINATOR: (1, 6),
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+        ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+        ApiKey.END_TXN: (0, 5),
+        ApiKey.TXN_OFFSET_COMMIT: (3, 5),
     }
 
 
@@ -186,5 +292,18 @@ def test_drift_check_notices_a_wrong_declaration() -> None:
     drifted_log_start = replace(partition.fields[4], versions=replace(partition.fields[4].versions, low=6))
     bad_partition = replace(partition, fields=(*partition.fields[:4], drifted_log_start, *partition.fields[5:]))
     bad = replace(good, fields=(replace(topic, fields=(topic.fields[0], bad_partition)), *good.fields[1:]))
-    with pytest.raises(AssertionError, match="log_start_offset v5: presence"):
+    with pytest.raises(AssertionError, match=r"responses\.partition_responses v5: fields present differ"):
         compare_message(spec, bad)
+
+
+def test_drift_check_notices_a_wrong_type_deep_inside() -> None:
+    from dataclasses import replace
+
+    good = REQUESTS[ApiKey.TXN_OFFSET_COMMIT]
+    topics = good.fields[-1]
+    partitions = topics.fields[1]
+    wrong_epoch = replace(partitions.fields[2], type="int64")
+    bad_partitions = replace(partitions, fields=(*partitions.fields[:2], wrong_epoch, partitions.fields[3]))
+    bad = replace(good, fields=(*good.fields[:-1], replace(topics, fields=(topics.fields[0], bad_partitions))))
+    with pytest.raises(AssertionError, match=r"committed_leader_epoch v3: type is 'int64', JSON says 'int32'"):
+        compare_message(load_spec("TxnOffsetCommitRequest"), bad)

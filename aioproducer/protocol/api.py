@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from enum import IntEnum
 from types import MappingProxyType
 
-__all__ = ["SUPPORTED_VERSIONS", "ApiKey"]
+__all__ = ["SUPPORTED_VERSIONS", "TRANSACTION_V2_VERSIONS", "ApiKey"]
 
 
 class ApiKey(IntEnum):
@@ -17,23 +17,54 @@ class ApiKey(IntEnum):
 
     PRODUCE = 0
     METADATA = 3
+    FIND_COORDINATOR = 10
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     SASL_AUTHENTICATE = 36
 
 
-# Floors follow KIP-896 (Kafka 4.0 drops pre-2.1 client versions): Produce v3 is the first with record batches v2
-# and a transactional id. CreateTopics v0-1 are deprecated, so v2 is the floor there.
+# Checked against Kafka 4.1.1's message JSON by tests/test_spec_drift.py, which also lists every newer version we
+# leave out on purpose. Floors follow KIP-896 (Kafka 4.0 removed pre-2.1 client versions):
+# - Produce v3 is the first with record batches v2 and a transactional id; v0-2 are gone from 4.x brokers, which
+#   still *advertise* v0 (KAFKA-18659, for librdkafka) but reject it, so our floor must never follow theirs.
+#   v12 is v11 on the wire; it tells a transaction version 2 coordinator that the producer lets Produce add
+#   partitions to the transaction implicitly (KIP-890 part 2). v13 names topics by id (KIP-516): not spoken, since
+#   it would tie every Produce request to topic ids from Metadata.
+# - Metadata v13 adds a top-level error code, REBOOTSTRAP_REQUIRED (KIP-1102).
+# - FindCoordinator v1 is the first with a key type (group or transaction); v4+ batch several keys (KIP-699).
+# - CreateTopics v0-1 were removed in 4.0.
+# - InitProducerId v6 (KIP-939 two-phase commit) is marked unstable in 4.1 and not advertised by default.
+# - AddPartitionsToTxn v4+ are broker-to-broker (partition verification, KIP-890 part 1): clients use v3 at most.
+# - TxnOffsetCommit v3 is the first carrying the consumer group's generation, member id and instance id
+#   (KIP-447 fencing); every broker since 2.5 has it. v5 is v4 on the wire, for transaction version 2.
+# - EndTxn v5 answers with the producer id and epoch to use next: TV2 bumps the epoch on every transaction.
 SUPPORTED_VERSIONS: Mapping[ApiKey, tuple[int, int]] = MappingProxyType(
     {
-        ApiKey.PRODUCE: (3, 11),
-        ApiKey.METADATA: (1, 12),
+        ApiKey.PRODUCE: (3, 12),
+        ApiKey.METADATA: (1, 13),
+        ApiKey.FIND_COORDINATOR: (1, 6),
         ApiKey.SASL_HANDSHAKE: (0, 1),
         ApiKey.API_VERSIONS: (0, 4),
         ApiKey.CREATE_TOPICS: (2, 7),
         ApiKey.INIT_PRODUCER_ID: (0, 5),
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+        ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+        ApiKey.END_TXN: (0, 5),
+        ApiKey.TXN_OFFSET_COMMIT: (3, 5),
         ApiKey.SASL_AUTHENTICATE: (0, 2),
     }
+)
+
+# The first version of each API that means transaction version 2 (KIP-890 part 2) to the coordinator. A producer
+# whose transactions run as TV1 must stay below these (Java's LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2 constants in
+# ProduceRequest, TxnOffsetCommitRequest and EndTxnRequest): a TV2-capable broker would otherwise add partitions
+# and offsets to the transaction implicitly and bump the epoch on EndTxn, behind a TV1 client's back.
+TRANSACTION_V2_VERSIONS: Mapping[ApiKey, int] = MappingProxyType(
+    {ApiKey.PRODUCE: 12, ApiKey.TXN_OFFSET_COMMIT: 5, ApiKey.END_TXN: 5}
 )

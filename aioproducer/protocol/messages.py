@@ -10,6 +10,7 @@ from types import MappingProxyType
 
 from aioproducer.protocol.api import SUPPORTED_VERSIONS, ApiKey
 from aioproducer.protocol.schema import Field, Message, VersionRange, f, versions
+from aioproducer.protocol.transaction_messages import TRANSACTION_REQUESTS, TRANSACTION_RESPONSES
 
 __all__ = ["REQUESTS", "REQUEST_HEADER", "RESPONSES", "RESPONSE_HEADER"]
 
@@ -22,10 +23,11 @@ def _request(name: str, key: ApiKey, flexible: str, *fields: Field) -> Message:
 _response = _request
 
 # Header versions are chosen per request (see framing.py); ClientId keeps its int16 length even in v2 (KIP-482).
+# Header v0 (ControlledShutdown v0 only) was removed in Kafka 4.0 and is never sent.
 REQUEST_HEADER = Message(
     "RequestHeader",
     None,
-    versions("0-2"),
+    versions("1-2"),
     versions("2+"),
     (
         f("request_api_key", "int16"),
@@ -134,6 +136,8 @@ _METADATA_RESPONSE = _response(
         f("topic_authorized_operations", "int32", "8+", default=-2147483648),
     ),
     f("cluster_authorized_operations", "int32", "8-10", default=-2147483648),
+    # KIP-1102: REBOOTSTRAP_REQUIRED here tells the client its view of the cluster is stale (see cluster.py).
+    f("error_code", "int16", "13+"),
 )
 
 _PRODUCE_REQUEST = _request(
@@ -312,6 +316,7 @@ REQUESTS: Mapping[ApiKey, Message] = MappingProxyType(
         ApiKey.SASL_HANDSHAKE: _SASL_HANDSHAKE_REQUEST,
         ApiKey.SASL_AUTHENTICATE: _SASL_AUTHENTICATE_REQUEST,
         ApiKey.CREATE_TOPICS: _CREATE_TOPICS_REQUEST,
+        **TRANSACTION_REQUESTS,
     }
 )
 RESPONSES: Mapping[ApiKey, Message] = MappingProxyType(
@@ -323,5 +328,6 @@ RESPONSES: Mapping[ApiKey, Message] = MappingProxyType(
         ApiKey.SASL_HANDSHAKE: _SASL_HANDSHAKE_RESPONSE,
         ApiKey.SASL_AUTHENTICATE: _SASL_AUTHENTICATE_RESPONSE,
         ApiKey.CREATE_TOPICS: _CREATE_TOPICS_RESPONSE,
+        **TRANSACTION_RESPONSES,
     }
 )

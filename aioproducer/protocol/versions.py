@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aioproducer.errors import ProtocolError, UnsupportedVersionError
-from aioproducer.protocol.api import SUPPORTED_VERSIONS, ApiKey
+from aioproducer.protocol.api import SUPPORTED_VERSIONS, TRANSACTION_V2_VERSIONS, ApiKey
 from aioproducer.protocol.primitives import Reader
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "api_versions_error_code",
     "api_versions_fallback_version",
     "negotiate_versions",
+    "transaction_versions",
 ]
 
 _UNSUPPORTED_VERSION = 35
@@ -38,7 +39,8 @@ def negotiate_versions(broker_ranges: Mapping[int, tuple[int, int]], required: I
     """For each API both sides share, the highest version both support (Java's NodeApiVersions.latestUsableVersion).
 
     The result covers every API in SUPPORTED_VERSIONS the broker shares; APIs in `required` must be among them,
-    otherwise UnsupportedVersionError names the API and both ranges.
+    otherwise UnsupportedVersionError names the API and both ranges. The pick is always within our own range, never
+    the broker's minimum: Kafka 4.x advertises Produce v0 yet rejects v0-2 (KIP-896, KAFKA-18659).
     """
     chosen: dict[ApiKey, int] = {}
     for api, (our_low, our_high) in SUPPORTED_VERSIONS.items():
@@ -53,8 +55,33 @@ def negotiate_versions(broker_ranges: Mapping[int, tuple[int, int]], required: I
             continue
         theirs = broker_ranges.get(int(api))
         broker = "does not offer it" if theirs is None else f"offers v{theirs[0]}-v{theirs[1]}"
-        raise UnsupportedVersionError(f"no common version of {_describe(api)}, the broker {broker}")
+        raise UnsupportedVersionError(f"no common version of {_describe(api)}, the broker {broker}{_hint(api, theirs)}")
     return chosen
+
+
+def _hint(api: ApiKey, theirs: tuple[int, int] | None) -> str:
+    our_low, our_high = SUPPORTED_VERSIONS[api]
+    if theirs is not None and theirs[1] < our_low:
+        return ": the broker is older than aioproducer supports (Kafka 2.1 or later is needed)"
+    if theirs is not None and theirs[0] > our_high:
+        return ": the broker is newer than this aioproducer release supports; upgrade aioproducer"
+    return ""
+
+
+def transaction_versions(negotiated: Mapping[ApiKey, int], *, transaction_v2: bool) -> dict[ApiKey, int]:
+    """The versions a transactional producer may use, from the `negotiated` ones.
+
+    With `transaction_v2` (the cluster's finalized `transaction.version` is 2 or more, KIP-890 part 2) they are
+    unchanged. Otherwise Produce, TxnOffsetCommit and EndTxn stay below their first TV2 version, as Java's
+    request builders do for a TV1 transaction: Produce v12 / TxnOffsetCommit v5 would let the coordinator add
+    partitions and offsets implicitly, and EndTxn v5 would bump the epoch, none of which a TV1 client expects.
+    """
+    if transaction_v2:
+        return dict(negotiated)
+    return {
+        api: min(version, TRANSACTION_V2_VERSIONS[api] - 1) if api in TRANSACTION_V2_VERSIONS else version
+        for api, version in negotiated.items()
+    }
 
 
 def api_versions_error_code(payload: bytes | memoryview) -> int:

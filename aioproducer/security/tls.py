@@ -23,7 +23,12 @@ _HINTS = {
     "WRONG_VERSION_NUMBER": "the broker's port does not speak TLS (is it a PLAINTEXT or SASL_PLAINTEXT listener?)",
     "TLSV13_ALERT_CERTIFICATE_REQUIRED": "the broker requires a client certificate: set ssl_certfile (and ssl_keyfile)",
     "SSLV3_ALERT_HANDSHAKE_FAILURE": "the broker refused the handshake (client certificate or protocol versions)",
-    "SSLV3_ALERT_BAD_CERTIFICATE": "the broker rejected the client certificate",
+    # Kafka's (Java's) TLS stack answers a missing client certificate with bad_certificate, not TLS 1.3's
+    # certificate_required, and an untrusted one with certificate_unknown, not unknown_ca as OpenSSL does.
+    "SSLV3_ALERT_BAD_CERTIFICATE": (
+        "the broker rejected the client certificate, or requires one: set ssl_certfile (and ssl_keyfile)"
+    ),
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN": "the broker does not trust the client certificate (or its CA)",
     "TLSV1_ALERT_UNKNOWN_CA": "the broker does not trust the client certificate's CA",
 }
 

@@ -6,14 +6,14 @@ evidence of what a producer wrote (CRCs checked, every partition read to its end
 
 from __future__ import annotations
 
-import concurrent.futures
 import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from aioproducer.errors import AioProducerError, ConfigError, KafkaTimeoutError, ProtocolError, UnknownPartitionError
+from aioproducer.errors import AioProducerError, KafkaTimeoutError, ProtocolError, UnknownPartitionError
+from aioproducer.testing import kafka_admin
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, KafkaError, Message
@@ -175,38 +175,11 @@ def read_back(
     return sorted(records, key=lambda r: (r.partition, r.offset))
 
 
-def _wait_for_leaders(admin: Any, topic: str, partitions: int, deadline: float) -> None:
-    # CreateTopics returns before every broker knows the topic (Java's KafkaAdminClient has the same race): wait
-    # until Metadata shows all partitions with a leader, so a producer started next finds them.
-    while time.monotonic() < deadline:
-        described = admin.list_topics(topic, timeout=max(0.1, deadline - time.monotonic())).topics.get(topic)
-        if (
-            described is not None
-            and described.error is None
-            and len(described.partitions) == partitions
-            and all(p.leader >= 0 for p in described.partitions.values())
-        ):
-            return
-        time.sleep(0.05)
-    raise KafkaTimeoutError(f"topic {topic!r} did not show {partitions} partitions with leaders in time")
-
-
 def create_topic(
     bootstrap_servers: str, topic: str, partitions: int, timeout_s: float = 30.0, *, replication_factor: int = 1
 ) -> None:
-    """Create `topic` with an admin client and wait until its leaders are known. Not for the librdkafka mock
-    cluster, which has no CreateTopics: use `MockCluster.create_topic` there."""
-    if partitions < 1:
-        raise ConfigError(f"partitions must be at least 1, got {partitions}")
-    ck = _confluent()
-    admin = ck.admin.AdminClient({"bootstrap.servers": bootstrap_servers})
-    deadline = time.monotonic() + timeout_s
-    new_topic = ck.admin.NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)
-    future = admin.create_topics([new_topic], operation_timeout=timeout_s, request_timeout=timeout_s)[topic]
-    try:
-        future.result(timeout=timeout_s)
-    except ck.KafkaException as exc:
-        raise AioProducerError(f"creating topic {topic!r} failed: {exc}") from exc
-    except concurrent.futures.TimeoutError as exc:
-        raise KafkaTimeoutError(f"creating topic {topic!r} took more than {timeout_s} s") from exc
-    _wait_for_leaders(admin, topic, partitions, deadline)
+    """Create `topic` with an admin client and wait until its leaders take writes (`kafka_admin.create_topic`). Not
+    for the librdkafka mock cluster, which has no CreateTopics: use `MockCluster.create_topic` there."""
+    kafka_admin.create_topic(
+        bootstrap_servers, topic, partitions, replication_factor=replication_factor, timeout_s=timeout_s
+    )

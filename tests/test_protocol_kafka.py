@@ -1,0 +1,376 @@
+"""Real Apache Kafka 4.1.1 as the judge of the versions we negotiate and the transaction requests we encode: what it
+advertises, what it refuses although it advertises it (KIP-896), its finalized features, and a sane answer to every
+coordinator and transaction request at each version we pick, down to what a read_committed reader then sees."""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from test_protocol_brokers import CLIENT_SOFTWARE, Peer, shared_versions
+
+from aioproducer.protocol import (
+    SUPPORTED_VERSIONS,
+    ApiKey,
+    Coordinator,
+    CoordinatorType,
+    api_version_ranges,
+    coordinators_from_response,
+    encode_request,
+    finalized_features,
+    find_coordinator_body,
+    negotiate_versions,
+    transaction_versions,
+)
+from aioproducer.testing import KafkaCluster, create_topic, read_back
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+# What kafka-clients 4.1.1 says a default broker advertises for the APIs we speak (ApiKeys.oldestVersion /
+# latestVersion(false)), except Produce's floor: advertised as v0 for librdkafka's sake (KAFKA-18659).
+KAFKA_4_1_ADVERTISED = {
+    ApiKey.PRODUCE: (0, 13),
+    ApiKey.METADATA: (0, 13),
+    ApiKey.FIND_COORDINATOR: (0, 6),
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 5),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+}
+# Errors a coordinator answers while it is still loading or being elected, or busy: ask again. On a new cluster
+# FindCoordinator already names the node while it is still loading __transaction_state (then NOT_COORDINATOR).
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS = 14, 15, 16, 51
+RETRY_COORDINATOR = (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS)
+NOT_LEADER_OR_FOLLOWER, TRANSACTION_ABORTABLE = 6, 120
+DEADLINE_S = 60.0
+
+
+@pytest.fixture
+def peer(kafka_cluster: KafkaCluster) -> Iterator[Peer]:
+    connection = Peer(kafka_cluster.bootstrap_servers)
+    yield connection
+    connection.sock.close()
+
+
+@pytest.fixture
+def negotiated(peer: Peer) -> dict[ApiKey, int]:
+    return negotiate_versions(api_version_ranges(peer.call(ApiKey.API_VERSIONS, 4, CLIENT_SOFTWARE)), [])
+
+
+def until_ok(call: Callable[[], dict[str, Any]], code_of: Callable[[dict[str, Any]], int]) -> dict[str, Any]:
+    """`call()` again while the coordinator is loading or busy (on a slow machine, for seconds)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        answer = call()
+        code = code_of(answer)
+        if code not in RETRY_COORDINATOR or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.1)
+
+
+def coordinator(peer: Peer, version: int, key_type: CoordinatorType, key: str) -> Coordinator:
+    body = find_coordinator_body(version, key_type, [key])
+    found: dict[str, Coordinator] = {}
+
+    def ask() -> dict[str, Any]:
+        found.update(coordinators_from_response(version, peer.call(ApiKey.FIND_COORDINATOR, version, body), [key]))
+        return {}
+
+    until_ok(ask, lambda _: found[key].error_code)
+    return found[key]
+
+
+def init_producer_id(peer: Peer, version: int, transactional_id: str) -> dict[str, Any]:
+    """Find the transaction coordinator (on a new cluster, that creates __transaction_state), then ask it for the
+    transactional id's producer id and epoch."""
+    assert coordinator(peer, 6, CoordinatorType.TRANSACTION, transactional_id).node_id == 1
+    body = {"transactional_id": transactional_id, "transaction_timeout_ms": 60000}
+    answer = until_ok(lambda: peer.call(ApiKey.INIT_PRODUCER_ID, version, body), lambda a: a["error_code"])
+    assert answer["error_code"] == 0 and answer["producer_id"] >= 0, f"InitProducerId v{version}: {answer}"
+    return answer
+
+
+def transactional_batch(producer_id: int, epoch: int, sequence: int, values: list[bytes]) -> bytes:
+    """A transactional v2 batch built by kafka-python, independent of aioproducer's records code."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=True,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        batch_size=1 << 20,
+    )
+    for offset, value in enumerate(values):
+        builder.append(offset, timestamp=1_700_000_000_000, key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def produce(peer: Peer, version: int, transactional_id: str, topic: str, partition: int, batch: bytes) -> int:
+    """The error code of producing `batch`, after retrying what a producer retries: Kafka 4.1 answers
+    NOT_LEADER_OR_FOLLOWER to the first transactional Produce to a partition created a moment before (its leader
+    already in Metadata), and CONCURRENT_TRANSACTIONS (TV2) while the previous transaction's markers are written."""
+    body = {
+        "transactional_id": transactional_id,
+        "acks": -1,
+        "timeout_ms": 10000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+    }
+
+    def send() -> dict[str, Any]:
+        ((answer,),) = [t["partition_responses"] for t in peer.call(ApiKey.PRODUCE, version, body)["responses"]]
+        return answer  # type: ignore[no-any-return]
+
+    deadline = time.monotonic() + DEADLINE_S
+    while (code := send()["error_code"]) in (NOT_LEADER_OR_FOLLOWER, CONCURRENT_TRANSACTIONS) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    return code  # type: ignore[no-any-return]
+
+
+def end_txn(peer: Peer, version: int, transactional_id: str, ids: dict[str, Any], commit: bool) -> dict[str, Any]:
+    body = {
+        "transactional_id": transactional_id,
+        "producer_id": ids["producer_id"],
+        "producer_epoch": ids["producer_epoch"],
+        "committed": commit,
+    }
+    return until_ok(lambda: peer.call(ApiKey.END_TXN, version, body), lambda a: a["error_code"])
+
+
+def test_kafka_4_1_advertises_what_negotiation_expects(peer: Peer, negotiated: dict[ApiKey, int]) -> None:
+    ranges = api_version_ranges(peer.call(ApiKey.API_VERSIONS, 4, CLIENT_SOFTWARE))
+    assert {api: ranges[int(api)] for api in SUPPORTED_VERSIONS} == KAFKA_4_1_ADVERTISED
+    assert negotiated == {
+        ApiKey.PRODUCE: 12,
+        ApiKey.METADATA: 13,
+        ApiKey.FIND_COORDINATOR: 6,
+        ApiKey.SASL_HANDSHAKE: 1,
+        ApiKey.API_VERSIONS: 4,
+        ApiKey.CREATE_TOPICS: 7,
+        ApiKey.INIT_PRODUCER_ID: 5,
+        ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+        ApiKey.ADD_OFFSETS_TO_TXN: 4,
+        ApiKey.END_TXN: 5,
+        ApiKey.TXN_OFFSET_COMMIT: 5,
+        ApiKey.SASL_AUTHENTICATE: 2,
+    }
+
+
+def test_kafka_4_1_runs_transaction_version_2_by_default(peer: Peer) -> None:
+    for version in (3, 4):
+        features = finalized_features(peer.call(ApiKey.API_VERSIONS, version, CLIENT_SOFTWARE))
+        assert features.transaction_version == 2, f"ApiVersions v{version}"
+        assert features.epoch >= 0 and features.level("metadata.version") > 0
+    assert finalized_features(peer.call(ApiKey.API_VERSIONS, 2, {})).epoch == -1  # v2 cannot say
+
+
+def test_kafka_4_rejects_the_produce_v2_it_advertises(peer: Peer) -> None:
+    """KIP-896: v0-2 are advertised (KAFKA-18659) but refused; the broker drops the connection without an answer.
+    Any client whose floor followed the broker's would lose every record."""
+    frame = bytearray(encode_request(ApiKey.PRODUCE, 3, 1, "floor-test", {"acks": 1, "timeout_ms": 1000}))
+    struct.pack_into(">h", frame, 6, 2)  # the header's api version: the v3 body is what v2 would carry here
+    peer.sock.sendall(bytes(frame))
+    assert peer.sock.recv(4096) == b"", "Kafka 4 answered a Produce v2 request"
+
+
+def test_metadata_v13_says_no_error_at_the_top(peer: Peer, kafka_cluster: KafkaCluster) -> None:
+    topic = f"md13-{uuid.uuid4().hex[:8]}"
+    kafka_cluster.create_topic(topic, 2)
+    reply = peer.call(ApiKey.METADATA, 13, {"topics": [{"name": topic}]})
+    assert reply["error_code"] == 0
+    assert [b["node_id"] for b in reply["brokers"]] == [1]
+    assert [(t["name"], t["error_code"], len(t["partitions"])) for t in reply["topics"]] == [(topic, 0, 2)]
+
+
+@pytest.mark.parametrize("key_type", list(CoordinatorType), ids=lambda k: k.name)
+def test_find_coordinator_at_every_version(peer: Peer, kafka_cluster: KafkaCluster, key_type: CoordinatorType) -> None:
+    """v1-3 ask for one key, v4-6 batch; all name the single node. A transaction key makes the broker create
+    __transaction_state, a group key __consumer_offsets: the first answers may be 'not available yet'."""
+    ranges = api_version_ranges(peer.call(ApiKey.API_VERSIONS, 4, CLIENT_SOFTWARE))
+    host, _, port = kafka_cluster.bootstrap_servers.rpartition(":")
+    for version in shared_versions(ranges, ApiKey.FIND_COORDINATOR):
+        key = f"{key_type.name.lower()}-{uuid.uuid4().hex[:8]}"
+        found = coordinator(peer, version, key_type, key)
+        assert (found.key, found.error_code, found.node_id) == (key, 0, 1), f"v{version}"
+        assert (found.host, found.port) == (host, int(port)), f"v{version}"
+    batched = find_coordinator_body(6, key_type, ["k1", "k2", "k3"])
+    answer = coordinators_from_response(6, peer.call(ApiKey.FIND_COORDINATOR, 6, batched), ["k1", "k2", "k3"])
+    assert [(c.key, c.error_code, c.node_id) for c in answer.values()] == [("k1", 0, 1), ("k2", 0, 1), ("k3", 0, 1)]
+
+
+def test_init_producer_id_with_a_transactional_id_at_every_version(peer: Peer) -> None:
+    """Each call for the same transactional id fences the previous one: same producer id, a higher epoch."""
+    transactional_id = f"init-{uuid.uuid4().hex[:8]}"
+    assert coordinator(peer, 6, CoordinatorType.TRANSACTION, transactional_id).node_id == 1
+    ranges = api_version_ranges(peer.call(ApiKey.API_VERSIONS, 4, CLIENT_SOFTWARE))
+    granted = []
+    for version in shared_versions(ranges, ApiKey.INIT_PRODUCER_ID):
+        answer = init_producer_id(peer, version, transactional_id)
+        assert answer["error_code"] == 0, f"InitProducerId v{version}"
+        granted.append((answer["producer_id"], answer["producer_epoch"]))
+    assert len(granted) == 6
+    assert len({producer_id for producer_id, _ in granted}) == 1 and granted[0][0] >= 0
+    epochs = [epoch for _, epoch in granted]
+    assert epochs == sorted(epochs) and len(set(epochs)) == len(epochs), epochs
+
+
+def test_a_transaction_version_1_cycle_at_the_versions_a_tv1_client_picks(
+    peer: Peer, kafka_cluster: KafkaCluster, negotiated: dict[ApiKey, int]
+) -> None:
+    """AddPartitionsToTxn, Produce v11, AddOffsetsToTxn, TxnOffsetCommit v4 (with KIP-447 group fields) and EndTxn v4:
+    committed records become visible to read_committed, aborted ones never do, and the epoch stays put (TV1)."""
+    versions = transaction_versions(negotiated, transaction_v2=False)
+    assert (versions[ApiKey.PRODUCE], versions[ApiKey.TXN_OFFSET_COMMIT], versions[ApiKey.END_TXN]) == (11, 4, 4)
+    topic, transactional_id, group = (f"tv1-{uuid.uuid4().hex[:8]}" for _ in range(3))
+    kafka_cluster.create_topic(topic, 2)
+    ids = init_producer_id(peer, versions[ApiKey.INIT_PRODUCER_ID], transactional_id)
+    sequences = [0, 0]
+    for commit, values in ((True, [b"committed-1", b"committed-2"]), (False, [b"aborted"])):
+        # The second transaction reuses the epoch: under TV1 only InitProducerId bumps it.
+        added = add_partitions(peer, versions[ApiKey.ADD_PARTITIONS_TO_TXN], transactional_id, ids, topic, [0, 1])
+        assert added == [0, 0]
+        for partition, value in enumerate(values):
+            batch = transactional_batch(ids["producer_id"], ids["producer_epoch"], sequences[partition], [value])
+            assert produce(peer, versions[ApiKey.PRODUCE], transactional_id, topic, partition, batch) == 0
+            sequences[partition] += 1
+        assert add_offsets(peer, versions[ApiKey.ADD_OFFSETS_TO_TXN], transactional_id, ids, group) == 0
+        committed = txn_offset_commit(peer, versions[ApiKey.TXN_OFFSET_COMMIT], transactional_id, group, ids, topic)
+        assert committed == [0, 0]
+        assert end_txn(peer, versions[ApiKey.END_TXN], transactional_id, ids, commit)["error_code"] == 0
+    visible = read_back(kafka_cluster.bootstrap_servers, topic, isolation_level="read_committed")
+    assert sorted(r.value for r in visible) == [b"committed-1", b"committed-2"]
+    everything = read_back(kafka_cluster.bootstrap_servers, topic)
+    assert b"aborted" in {r.value for r in everything}, "the aborted record should be in the log, hidden"
+
+
+def test_a_transaction_version_2_cycle_at_the_versions_we_pick(
+    peer: Peer, kafka_cluster: KafkaCluster, negotiated: dict[ApiKey, int]
+) -> None:
+    """Produce v12 adds the partition and TxnOffsetCommit v5 the offsets implicitly (no AddPartitionsToTxn or
+    AddOffsetsToTxn), and EndTxn v5 names the epoch to use next, one higher (KIP-890 part 2)."""
+    versions = transaction_versions(negotiated, transaction_v2=True)
+    assert (versions[ApiKey.PRODUCE], versions[ApiKey.TXN_OFFSET_COMMIT], versions[ApiKey.END_TXN]) == (12, 5, 5)
+    topic, transactional_id, group = (f"tv2-{uuid.uuid4().hex[:8]}" for _ in range(3))
+    kafka_cluster.create_topic(topic, 2)
+    ids = init_producer_id(peer, versions[ApiKey.INIT_PRODUCER_ID], transactional_id)
+    batch = transactional_batch(ids["producer_id"], ids["producer_epoch"], 0, [b"tv2-committed"])
+    assert produce(peer, versions[ApiKey.PRODUCE], transactional_id, topic, 0, batch) == 0
+    committed = txn_offset_commit(peer, versions[ApiKey.TXN_OFFSET_COMMIT], transactional_id, group, ids, topic)
+    assert committed == [0, 0]
+    ended = end_txn(peer, versions[ApiKey.END_TXN], transactional_id, ids, True)
+    assert ended["error_code"] == 0
+    assert ended["producer_id"] == ids["producer_id"]
+    assert ended["producer_epoch"] == ids["producer_epoch"] + 1
+    # The next transaction runs at the new epoch, its sequences starting at 0 again.
+    next_ids = {"producer_id": ended["producer_id"], "producer_epoch": ended["producer_epoch"]}
+    aborted = transactional_batch(next_ids["producer_id"], next_ids["producer_epoch"], 0, [b"tv2-aborted"])
+    assert produce(peer, versions[ApiKey.PRODUCE], transactional_id, topic, 0, aborted) == 0
+    assert end_txn(peer, versions[ApiKey.END_TXN], transactional_id, next_ids, False)["error_code"] == 0
+    visible = read_back(kafka_cluster.bootstrap_servers, topic, isolation_level="read_committed")
+    assert [r.value for r in visible] == [b"tv2-committed"]
+
+
+@pytest.mark.parametrize(("produce_version", "expected"), [(11, TRANSACTION_ABORTABLE), (12, 0)])
+def test_only_produce_v12_adds_a_partition_implicitly(
+    peer: Peer, kafka_cluster: KafkaCluster, produce_version: int, expected: int
+) -> None:
+    """Why a TV1 client must stay below v12 and a TV2 client may skip AddPartitionsToTxn: to a partition never
+    added, Kafka 4.1 answers Produce v11 with TRANSACTION_ABORTABLE and accepts v12."""
+    topic, transactional_id = f"implicit-{uuid.uuid4().hex[:8]}", f"implicit-{uuid.uuid4().hex[:8]}"
+    kafka_cluster.create_topic(topic, 1)
+    ids = init_producer_id(peer, 5, transactional_id)
+    batch = transactional_batch(ids["producer_id"], ids["producer_epoch"], 0, [b"unadded"])
+    assert produce(peer, produce_version, transactional_id, topic, 0, batch) == expected
+
+
+def test_every_client_version_of_the_tv1_requests(peer: Peer, kafka_cluster: KafkaCluster) -> None:
+    """AddPartitionsToTxn v0-3, AddOffsetsToTxn v0-4 and EndTxn v0-4, each in a transaction of its own."""
+    topic, transactional_id, group = (f"every-{uuid.uuid4().hex[:8]}" for _ in range(3))
+    kafka_cluster.create_topic(topic, 1)
+    ids = init_producer_id(peer, 5, transactional_id)
+    for version in range(0, 5):
+        assert add_partitions(peer, min(version, 3), transactional_id, ids, topic, [0]) == [0], f"v{min(version, 3)}"
+        assert add_offsets(peer, version, transactional_id, ids, group) == 0, f"AddOffsetsToTxn v{version}"
+        assert end_txn(peer, version, transactional_id, ids, version % 2 == 0)["error_code"] == 0, f"EndTxn v{version}"
+
+
+def add_partitions(
+    peer: Peer, version: int, transactional_id: str, ids: dict[str, Any], topic: str, partitions: list[int]
+) -> list[int]:
+    """AddPartitionsToTxn (the client versions' fields): each partition's error code."""
+    body = {
+        "v3_and_below_transactional_id": transactional_id,
+        "v3_and_below_producer_id": ids["producer_id"],
+        "v3_and_below_producer_epoch": ids["producer_epoch"],
+        "v3_and_below_topics": [{"name": topic, "partitions": partitions}],
+    }
+
+    def codes(answer: dict[str, Any]) -> list[int]:
+        return [
+            p["partition_error_code"]
+            for t in answer["results_by_topic_v3_and_below"]
+            for p in t["results_by_partition"]
+        ]
+
+    return codes(until_ok(lambda: peer.call(ApiKey.ADD_PARTITIONS_TO_TXN, version, body), lambda a: max(codes(a))))
+
+
+def add_offsets(peer: Peer, version: int, transactional_id: str, ids: dict[str, Any], group: str) -> int:
+    body = {"transactional_id": transactional_id, "group_id": group, **_ids(ids)}
+    answer = until_ok(lambda: peer.call(ApiKey.ADD_OFFSETS_TO_TXN, version, body), lambda a: a["error_code"])
+    code: int = answer["error_code"]
+    return code
+
+
+def txn_offset_commit(
+    peer: Peer, version: int, transactional_id: str, group: str, ids: dict[str, Any], topic: str
+) -> list[int]:
+    """Commit offsets 10 and 20 of `topic`'s partitions 0 and 1 inside the transaction, as a group with no members
+    would (generation -1, no member id: KIP-447's fields at their 'no group membership' values)."""
+    group_coordinator = coordinator(peer, 6, CoordinatorType.GROUP, group)
+    assert group_coordinator.node_id == 1
+    body = {
+        "transactional_id": transactional_id,
+        "group_id": group,
+        **_ids(ids),
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {"partition_index": 0, "committed_offset": 10, "committed_metadata": "from a test"},
+                    {"partition_index": 1, "committed_offset": 20, "committed_metadata": None},
+                ],
+            }
+        ],
+    }
+    answer = until_ok(
+        lambda: peer.call(ApiKey.TXN_OFFSET_COMMIT, version, body),
+        lambda a: max(p["error_code"] for t in a["topics"] for p in t["partitions"]),
+    )
+    return [p["error_code"] for t in answer["topics"] for p in t["partitions"]]
+
+
+def _ids(ids: dict[str, Any]) -> dict[str, Any]:
+    return {"producer_id": ids["producer_id"], "producer_epoch": ids["producer_epoch"]}
+
+
+def test_the_session_broker_is_real_kafka_4_1_1(kafka_cluster: KafkaCluster) -> None:
+    assert kafka_cluster.version == "4.1.1"
+    create_topic(kafka_cluster.bootstrap_servers, f"sanity-{uuid.uuid4().hex[:6]}", 1)

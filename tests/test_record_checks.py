@@ -1,0 +1,165 @@
+"""What `enqueue` and `send_many` check at the call, on the compiled and the pure path alike: a custom partitioner's
+answer, explicit partitions (waiting for metadata as Java does) and timestamps. Runs on the mock cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from aioproducer import Producer, ProducerRecord, RecordMetadata
+from aioproducer.errors import InvalidRecordError, PartitionerError, UnknownPartitionError
+from aioproducer.testing import MockCluster
+
+
+class Scripted:
+    """A partitioner answering `answer` (or raising it, when it is an exception), else partition 0."""
+
+    def __init__(self) -> None:
+        self.answer: Any = 0
+
+    def partition(self, topic: str, key: bytes | None, record_size: int, partitions: Any) -> Any:
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+    def __repr__(self) -> str:
+        return "Scripted()"
+
+
+BAD_ANSWERS = [
+    (-1, "returned partition -1 for topic 't', which has partitions 0..3"),
+    (4, "returned partition 4 "),
+    (2**40, "returned partition 1099511627776 "),
+    (2**70, "returned partition 1180591620717411303424 "),
+    (None, r"returned None \(NoneType\)"),
+    ("1", r"returned '1' \(str\)"),
+    (1.0, r"returned 1.0 \(float\)"),
+    (True, r"returned True \(a bool\)"),
+    (ZeroDivisionError("boom"), r"failed for topic 't': ZeroDivisionError\('boom'\)"),
+]
+
+
+@pytest.mark.parametrize(("answer", "message"), BAD_ANSWERS, ids=[repr(a) for a, _ in BAD_ANSWERS])
+@pytest.mark.parametrize("metadata", ["known", "awaited"])
+async def test_an_invalid_partitioner_answer_raises_at_the_call(
+    mock_cluster: MockCluster, answer: Any, message: str, metadata: str
+) -> None:
+    """A partitioner's answer was never checked: -1 crashed the process on the compiled path (a segmentation
+    fault), a partition beyond the topic was buffered and failed only after delivery_timeout_ms, a huge one made the
+    compiled path allocate a slot per partition number, None, a str or a float crashed the pure path's sender task,
+    and True was taken as partition 1."""
+    mock_cluster.create_topic("t", 4)
+    partitioner = Scripted()
+    async with Producer(mock_cluster.bootstrap_servers, partitioner=partitioner, linger_ms=1) as producer:
+        if metadata == "known":
+            await producer.send("t", b"warm-up")  # the fast path: the topic's layout is known at the call
+        partitioner.answer = answer
+        with pytest.raises(PartitionerError, match=message) as raised:
+            await asyncio.wait_for(producer.enqueue("t", b"v"), 5)
+        if isinstance(answer, BaseException):
+            assert raised.value.__cause__ is answer
+        # In send_many the bad answer fails its record only; an explicit partition does not ask the partitioner.
+        results = await asyncio.wait_for(
+            producer.send_many([ProducerRecord("t", b"a"), ProducerRecord("t", b"b", partition=1)]), 5
+        )
+        assert isinstance(results[0], PartitionerError) and isinstance(results[1], RecordMetadata)
+        partitioner.answer = 3
+        after = await asyncio.wait_for(producer.send("t", b"after"), 5)  # the producer goes on, unharmed
+        assert after.partition == 3
+    assert producer._accumulator.used_bytes == 0  # nothing of the refused records stayed buffered
+
+
+async def test_an_error_of_ours_from_a_partitioner_passes_through_unwrapped(mock_cluster: MockCluster) -> None:
+    mock_cluster.create_topic("t", 4)
+    partitioner = Scripted()
+    partitioner.answer = UnknownPartitionError("no partition for this key")
+    async with Producer(mock_cluster.bootstrap_servers, partitioner=partitioner) as producer:
+        with pytest.raises(UnknownPartitionError, match="no partition for this key"):
+            await asyncio.wait_for(producer.send("t", b"v"), 5)
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "message"),
+    [
+        (-1, "invalid record timestamp -1"),
+        (-(2**63), "invalid record timestamp"),
+        (2**63, "invalid record timestamp"),
+        (True, r"got bool True"),
+        (1.5, r"got float 1.5"),
+        ("1", r"got str '1'"),
+    ],
+    ids=repr,
+)
+async def test_a_timestamp_that_is_not_a_non_negative_int64_raises_at_the_call(
+    mock_cluster: MockCluster, timestamp: Any, message: str
+) -> None:
+    """Negative timestamps were accepted and sent (Java's ProducerRecord rejects them: brokers read -1 as "no
+    timestamp")."""
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, linger_ms=1) as producer:
+        await producer.send("t", b"warm-up")
+        with pytest.raises(InvalidRecordError, match=message):
+            await asyncio.wait_for(producer.send("t", b"v", timestamp_ms=timestamp), 5)
+        results = await asyncio.wait_for(producer.send_many([ProducerRecord("t", b"v", timestamp_ms=timestamp)]), 5)
+        assert isinstance(results[0], InvalidRecordError)
+        edges = [await asyncio.wait_for(producer.send("t", b"v", timestamp_ms=ts), 5) for ts in (0, 2**63 - 1)]
+    assert all(isinstance(md, RecordMetadata) for md in edges)  # the bounds themselves are fine
+
+
+@pytest.mark.parametrize(("partition", "message"), [(-1, "never negative"), (True, "got bool"), ("0", "got str")])
+async def test_an_explicit_partition_that_is_not_a_non_negative_int_raises_at_once(
+    mock_cluster: MockCluster, partition: Any, message: str
+) -> None:
+    mock_cluster.create_topic("t", 2)
+    async with Producer(mock_cluster.bootstrap_servers, max_block_ms=60_000) as producer:
+        started = time.monotonic()
+        with pytest.raises(UnknownPartitionError, match=message):
+            await asyncio.wait_for(producer.send("t", b"v", partition=partition), 5)
+        assert time.monotonic() - started < 1  # no waiting for metadata: no refresh can make this one valid
+
+
+async def test_an_explicit_partition_beyond_the_known_count_waits_for_the_topic_to_grow(
+    mock_cluster: MockCluster,
+) -> None:
+    """A partition beyond the count the producer last saw failed at once, although the topic may have grown since
+    its last metadata refresh: Java refreshes metadata and waits up to max_block_ms for the partition."""
+    mock_cluster.create_topic("grows", 2)
+    settings = {"metadata_max_age_ms": 600_000, "max_block_ms": 10_000, "retry_backoff_ms": 20, "linger_ms": 1}
+    async with Producer(mock_cluster.bootstrap_servers, **settings) as producer:
+        await producer.send("grows", b"first", partition=1)
+        # The mock has no CreatePartitions: delete and create again with more partitions.
+        mock_cluster.delete_topic("grows")
+        mock_cluster.create_topic("grows", 4)
+        started = time.monotonic()
+        sent = await asyncio.wait_for(producer.send("grows", b"on the new partition", partition=3), 15)
+        assert sent.partition == 3
+        assert time.monotonic() - started < 5  # one refresh, not the whole max_block_ms
+        assert await producer.partitions_for("grows") == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("how", ["enqueue", "send_many"])
+async def test_an_explicit_partition_that_never_appears_fails_after_max_block_ms(
+    mock_cluster: MockCluster, how: str
+) -> None:
+    mock_cluster.create_topic("t", 2)
+    async with Producer(mock_cluster.bootstrap_servers, max_block_ms=600, retry_backoff_ms=20) as producer:
+        await producer.send("t", b"warm-up")
+        mock_cluster.start_request_tracking()
+        started = time.monotonic()
+        if how == "enqueue":
+            with pytest.raises(UnknownPartitionError, match=r"partition 7 .*after 600 ms.*partitions 0\.\.1"):
+                await asyncio.wait_for(producer.enqueue("t", b"v", partition=7), 5)
+        else:
+            results = await asyncio.wait_for(
+                producer.send_many([ProducerRecord("t", b"v", partition=7), ProducerRecord("t", b"w", partition=1)]),
+                5,
+            )
+            assert isinstance(results[0], UnknownPartitionError) and isinstance(results[1], RecordMetadata)
+        waited = time.monotonic() - started
+        metadata_requests = [r for r in mock_cluster.requests() if r.api_key == 3]
+        mock_cluster.stop_request_tracking()
+    assert 0.6 <= waited < 3
+    assert len(metadata_requests) >= 2  # it asked the cluster again while waiting, as Java does
