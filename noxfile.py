@@ -27,6 +27,7 @@ def tests(session: nox.Session) -> None:
         session.run(
             "pytest",
             "--ignore=tests/test_spark.py",
+            "--ignore=tests/test_spark_stream.py",
             "--ignore=tests/test_speedups.py",
             "--ignore=tests/test_speedups_hostile.py",
             env={"AIOPRODUCER_NO_EXTENSIONS": "1"},
@@ -64,6 +65,12 @@ def bench(session: nox.Session) -> None:
     embedded broker; writes tests/benchmarks/results/. `-- --quick` is a ~2-minute smoke run, the full run ~15."""
     session.install("-e", ".[snappy,testing]", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib")
     session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
+    # The Spark section (tests/benchmarks/spark_bench.py): aioproducer.spark against Spark's own Kafka sink on a real
+    # Kafka node, batch and streaming, then the producer cache; appends to results/spark.md.
+    ensure_java_and_maven(session)
+    session.install("-e", ".[spark,testing]")
+    quick = ["--quick"] if "--quick" in session.posargs else []
+    session.run("python", "-m", "tests.benchmarks.spark_bench", "all", *quick)
 
 
 @nox.session

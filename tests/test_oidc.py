@@ -34,7 +34,7 @@ from aioproducer.security.oidc import (
 )
 from aioproducer.spark.options import parse_options, resolve_placeholders
 from aioproducer.spark.task import TaskPlan, run_task
-from aioproducer.testing import ConsumedRecord
+from aioproducer.testing import ConsumedRecord, KafkaCluster, read_back
 
 CLIENT_ID, SECRET = "spark-job", "s3cr:et/ü+"
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
@@ -503,3 +503,34 @@ def test_an_unresolvable_placeholder_in_the_jaas_string_waits_for_the_executors(
         resolve_placeholders(parse_options(options, "t").producer_config, strict=True)
     with pytest.raises(ConfigError, match="must be an http:// or https:// URL"):
         parse_options({**options, "kafka.sasl.oauthbearer.token.endpoint.url": "idp.example"}, "t")
+
+
+# ---- real Kafka's OAUTHBEARER listener (its unsecured validator accepts the endpoint's unsigned JWTs) ------------
+
+
+async def test_real_kafka_accepts_the_endpoints_tokens_and_short_sessions_are_renewed_from_it(
+    kafka_cluster: KafkaCluster, endpoint: TokenEndpoint
+) -> None:
+    # Kafka ends a session when its token expires (KIP-368): with 4-second tokens, the login must fetch fresh ones
+    # before the producer's connections re-authenticate, or sends stall while connections are re-opened.
+    endpoint.lifetime_s = 4
+    config = {
+        **login_settings(endpoint.url),
+        "bootstrap.servers": kafka_cluster.bootstrap("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "linger.ms": "0",
+    }
+    topic = await asyncio.to_thread(kafka_cluster.create_topic, "oidc-renewal", 1)
+    sent = 0
+    async with Producer(config=config) as producer:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            metadata = await asyncio.wait_for(producer.send(topic, b"%d" % sent), 5)
+            assert metadata.offset == sent
+            sent += 1
+            await asyncio.sleep(0.05)
+    assert len(endpoint.issued) >= 2, endpoint.issued  # renewed, by the login itself
+    assert len(endpoint.requests) == len(endpoint.issued)  # and never asked twice for one renewal
+    stored = await asyncio.to_thread(read_back, kafka_cluster.bootstrap_servers, topic)
+    assert [r.value for r in stored] == [b"%d" % i for i in range(sent)]

@@ -92,12 +92,17 @@ def local_directory(option: str) -> Path:
 
 
 def record_batch(directory: Path, batch_id: int, outcome: str, report: PublishReport) -> BatchReport:
-    """Write the report of a micro-batch (replacing an earlier run's, whose count it carries on) and return it."""
+    """Write the report of a micro-batch (replacing an earlier run's, whose count it carries on) and return it.
+
+    A failed commit is followed by Spark's abort of the same micro-batch: that abort changes nothing."""
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"{_PREFIX}{batch_id:012d}{_SUFFIX}"
     earlier = 0
     if target.exists():
-        earlier = BatchReport.from_json(target.read_text()).earlier_runs + 1
+        previous = BatchReport.from_json(target.read_text())
+        if previous.outcome == FAILED and outcome == ABORTED and previous.report.tasks == report.tasks:
+            return previous  # Spark aborts the micro-batch whose commit failed: the same run, already reported
+        earlier = previous.earlier_runs + 1
     batch = BatchReport(batch_id, outcome, report, earlier, int(time.time() * 1000))
     # Whole or not at all, for a reader polling the directory: a temporary file renamed over the old one.
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".batch-", suffix=".tmp")

@@ -76,9 +76,10 @@ class Lease:
     """A producer lent to one task. `send_many` runs on the cache's loop; set `suspect` when the producer failed in a
     way that may outlast the task, and it is closed instead of kept."""
 
-    def __init__(self, entry: _Entry, loop_thread: LoopThread) -> None:
+    def __init__(self, entry: _Entry, loop_thread: LoopThread, created: bool) -> None:
         self.producer = entry.producer
         self.loop_thread = loop_thread
+        self.created = created  # this lease started the producer
         self.suspect = False
         self._entry = entry
 
@@ -103,7 +104,7 @@ class ProducerCache:
         With `keep` the producer stays for the next task until idle for `idle_timeout_s`; without, the block has a
         producer of its own, closed (flushed) when it ends.
         """
-        lease = Lease(self.loop_thread.call(self._acquire(config, keep)), self.loop_thread)
+        lease = Lease(*self.loop_thread.call(self._acquire(config, keep)))
         try:
             yield lease
         finally:
@@ -116,12 +117,13 @@ class ProducerCache:
     async def _size(self) -> int:
         return len(self._entries)
 
-    async def _acquire(self, config: Mapping[str, str], keep: bool) -> _Entry:
+    async def _acquire(self, config: Mapping[str, str], keep: bool) -> tuple[_Entry, LoopThread, bool]:
         if self._lock is None:
             self._lock = asyncio.Lock()
         key = frozenset(config.items())
         async with self._lock:  # one start per settings, however many tasks ask at once
             entry = self._entries.get(key) if keep else None
+            created = entry is None
             if entry is None:
                 producer = Producer(config=dict(config))
                 await producer.start()
@@ -133,7 +135,7 @@ class ProducerCache:
             if entry.timer is not None:
                 entry.timer.cancel()
                 entry.timer = None
-            return entry
+            return entry, self.loop_thread, created
 
     async def _release(self, lease: Lease, idle_timeout_s: float) -> None:
         entry = lease._entry
@@ -189,10 +191,10 @@ _shared_lock = threading.Lock()
 
 
 def shared_cache() -> ProducerCache:
-    """This process's cache, created on first use and closed at interpreter exit."""
+    """This process's cache, created on first use (again after `close()`) and closed at interpreter exit."""
     global _shared
     with _shared_lock:
-        if _shared is None:
+        if _shared is None or _shared.loop_thread.loop.is_closed():
             _shared = ProducerCache()
             atexit.register(_shared.close)
         return _shared

@@ -74,8 +74,9 @@ def run_task(batches: Iterable[Any], plan: TaskPlan) -> TaskReport:
     tally = TaskTally(partition, plan.max_errors)
     started = time.monotonic()
     with _young_collections_every(_GC_YOUNG_THRESHOLD):
-        _publish(_chunks(batches, plan), plan, tally)
-    return tally.report(attempt, stage, round((time.monotonic() - started) * 1000))
+        new_producer = _publish(_chunks(batches, plan), plan, tally)
+    elapsed_ms = round((time.monotonic() - started) * 1000)
+    return tally.report(attempt, stage, elapsed_ms, new_producer=new_producer)
 
 
 @contextlib.contextmanager
@@ -97,10 +98,11 @@ def _chunks(batches: Iterable[Any], plan: TaskPlan) -> Iterator[list[ProducerRec
             yield records_from_arrow(batch.slice(start, plan.chunk_rows), plan.topic)
 
 
-def _publish(chunks: Iterator[list[ProducerRecord]], plan: TaskPlan, tally: TaskTally) -> None:
+def _publish(chunks: Iterator[list[ProducerRecord]], plan: TaskPlan, tally: TaskTally) -> bool:
+    """Send every chunk through a borrowed producer; whether the task had to start that producer."""
     first = next(chunks, None)
     if first is None:
-        return  # an empty partition borrows no producer
+        return False  # an empty partition borrows no producer
     config = resolve_placeholders(plan.producer_config, strict=True)
     keep = plan.producer_cache and bool(os.environ.get(_REUSE_WORKER))
     with shared_cache().lease(config, keep=keep, idle_timeout_s=plan.producer_cache_timeout_ms / 1000) as lease:
@@ -121,6 +123,7 @@ def _publish(chunks: Iterator[list[ProducerRecord]], plan: TaskPlan, tally: Task
                 future.cancel()
             concurrent.futures.wait([future for _, future in pending])
         lease.suspect |= tally.producer_suspect
+        return lease.created
 
 
 def _settle(entry: tuple[int, concurrent.futures.Future[list[Any]]], tally: TaskTally, lease: Lease) -> None:
