@@ -42,6 +42,7 @@ def tests(session: nox.Session) -> None:
         "pytest",
         "--durations=10",
         "--ignore=tests/test_spark.py",
+        "--ignore=tests/test_spark_stream.py",
         "--ignore=tests/test_speedups.py",
         "--ignore=tests/test_speedups_hostile.py",
         "--ignore=tests/test_fresh_project.py",  # it installs a pure-Python wheel itself
@@ -98,6 +99,12 @@ def bench(session: nox.Session) -> None:
         "-e", ".[snappy,testing,otel]", "opentelemetry-sdk", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib"
     )
     session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
+    # The Spark section (tests/benchmarks/spark_bench.py): aioproducer.spark against Spark's own Kafka sink on a real
+    # Kafka node, batch and streaming, then the producer cache; appends to results/spark.md.
+    ensure_java_and_maven(session)
+    session.install("-e", ".[spark,testing]")
+    quick = ["--quick"] if "--quick" in session.posargs else []
+    session.run("python", "-m", "tests.benchmarks.spark_bench", "all", *quick)
 
 
 @nox.session

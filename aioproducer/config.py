@@ -34,6 +34,7 @@ from aioproducer.config_values import (
     to_int,
 )
 from aioproducer.errors import ConfigError, FeatureNotAvailableError
+from aioproducer.security import oidc as _oidc
 from aioproducer.security import settings as _security
 from aioproducer.serializers import Serializer
 
@@ -149,18 +150,25 @@ class ProducerConfig:
         """
         merged: dict[str, tuple[str, Any]] = {}  # field → (key as given, value)
         levels: dict[str, tuple[str, Any]] = {}  # codec → (key as given, value)
+        login: dict[str, Any] = {}  # the OIDC token login's Java settings (KIP-768)
+        login_jaas: dict[str, str] = {}  # and OAuthBearerLoginModule's options
         for key, value in [*(config or {}).items(), *settings.items()]:
             if key in _LEVEL_KEYS:
                 _put(levels, _LEVEL_KEYS[key], key, value, parse_level)
             elif key in _security.JAAS_KEYS:
-                for name, item in _security.jaas_credentials(key, value).items():
+                kind, options = _security.parse_jaas(key, value)
+                login_jaas = options if kind == "OAUTHBEARER" else login_jaas
+                for name, item in _security.jaas_credentials(key, kind, options).items():
                     _put(merged, name, key, item, _PARSERS[name])
             elif key in _security.STORE_TYPE_KEYS:
                 _security.check_store_type(key, value)
+            elif key in _oidc.LOGIN_KEYS:
+                login[key] = value
             else:
                 name = _field_for(key)
                 _put(merged, name, key, value, _PARSERS[name])
         _merge_codec_level(merged, levels)
+        _merge_token_login(merged, login, login_jaas)
         return cls(**{name: value for name, (_key, value) in merged.items()})
 
     def validate(self) -> None:
@@ -287,6 +295,18 @@ def _put(into: dict[str, tuple[str, Any]], name: str, key: str, value: Any, pars
                 f"{key}={_show(name, value)}; keep one"
             )
     into[name] = (key, value)
+
+
+def _merge_token_login(merged: dict[str, tuple[str, Any]], login: dict[str, Any], jaas: dict[str, str]) -> None:
+    # Java's OAuthBearerLoginCallbackHandler from string settings: the built-in client-credentials token provider.
+    oidc_login = _oidc.login_from_settings(login, jaas)
+    if oidc_login is None:
+        return
+    if "sasl_oauth_token_provider" in merged:
+        raise ConfigError(
+            f"sasl_oauth_token_provider and {_oidc.URL_KEY} both set: give the provider or the token endpoint"
+        )
+    merged["sasl_oauth_token_provider"] = (_oidc.URL_KEY, _oidc.ClientCredentialsTokenProvider(oidc_login))
 
 
 def _merge_codec_level(merged: dict[str, tuple[str, Any]], levels: dict[str, tuple[str, Any]]) -> None:

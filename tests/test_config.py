@@ -224,7 +224,7 @@ def test_non_str_key_is_an_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["send.buffer.bytes", "metric.reporters", "ssl.truststore.password", "sasl.login.callback.handler.class"]
+    "key", ["send.buffer.bytes", "metric.reporters", "ssl.truststore.password", "sasl.login.class"]
 )
 def test_java_settings_we_lack_are_a_missing_feature_not_a_typo(key: str) -> None:
     with pytest.raises(FeatureNotAvailableError, match=f"'{re.escape(key)}' is not supported by aioproducer yet"):

@@ -29,7 +29,11 @@ from aioproducer.spark.task import TaskPlan, run_task
 from aioproducer.testing import ConsumedRecord
 
 # pyspark 4.3 warns that it does not fully support pandas 3; nothing here goes through pandas.
-pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    # The first test also starts Spark and its Python workers: minutes on a loaded 2-core machine.
+    pytest.mark.timeout(300),
+]
 
 ReadBack = Callable[..., list[ConsumedRecord]]
 SINK_SCHEMA = f"key string, value binary, topic string, partition int, headers {HEADERS_TYPE}"
@@ -57,7 +61,7 @@ def spark() -> Iterator[SparkSession]:
 
 
 def options(bootstrap: str, **extra: str) -> dict[str, str]:
-    return {"kafka.bootstrap.servers": bootstrap, **{k.replace("_", "."): v for k, v in extra.items()}}
+    return {"kafka.bootstrap.servers": bootstrap, **{"kafka." + k.replace("_", "."): v for k, v in extra.items()}}
 
 
 def rows_of(records: list[ConsumedRecord]) -> Counter[tuple[Any, ...]]:

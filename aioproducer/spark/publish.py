@@ -28,15 +28,16 @@ def publish(
     delivery: str = AT_LEAST_ONCE,
     transactional_id_prefix: str | None = None,
 ) -> PublishReport:
-    """Publish every row of `df` to Kafka, one producer per Spark task; return the delivery report.
+    """Publish every row of `df` to Kafka, one task per Spark partition; return the delivery report.
 
     Columns and options follow Spark's Kafka sink: `value` (string or binary) is required; `key`, `topic`,
     `partition` (int) and `headers` (array<struct<key:string,value:binary>>) are optional; options are
     `kafka.bootstrap.servers` (required), any `kafka.<producer setting>` in Java spelling, `topic` (overrides the
-    column), `failOnError` and `chunkRows`. A bad option or column raises ConfigError / InvalidRecordError here,
-    before any task runs. With `fail_on_error` (the default) undelivered records raise PublishError, whose
-    `report` is the same report. Each task publishes idempotently; a task Spark retries publishes its rows again
-    (at-least-once), which the report flags in `retried_partitions`.
+    column), `failOnError`, `chunkRows`, `producerCache` and `producerCacheTimeoutMs` (each Python worker keeps its
+    producer for the next task). A bad option or column raises ConfigError / InvalidRecordError here, before any
+    task runs. With `fail_on_error` (the default) undelivered records raise PublishError, whose `report` is the same
+    report. Producers are idempotent; a task Spark retries publishes its rows again (at-least-once), which the
+    report flags in `retried_partitions`.
 
     `delivery="transactional"` with `transactional_id_prefix` publishes each task's rows in one Kafka transaction
     (transactional id `<prefix>-<partition>`): a retried task fences the attempt before it, so read_committed readers
