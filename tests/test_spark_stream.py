@@ -207,7 +207,7 @@ def test_streaming_options_are_checked_before_anything_is_published(
     frame = spark.readStream.format("rate").load().selectExpr("cast(value as string) as value")
     for number, (options, message) in enumerate(
         [
-            ({"topic": "t", "delivery": "transactional"}, "transactional (exactly-once) publishing is not available"),
+            ({"topic": "t", "delivery": "transactional"}, "is not available for df.write / df.writeStream yet"),
             ({"topic": "t", "kafka.linger.mss": "1"}, "did you mean 'linger.ms'"),
             ({}, "topic option required when no 'topic' attribute is present"),
         ]

@@ -110,14 +110,17 @@ def _delivery(option: str | None, producer_config: Mapping[str, str]) -> str:
     spelled = (option or AT_LEAST_ONCE).strip().lower().replace("-", "").replace("_", "")
     if spelled not in (AT_LEAST_ONCE, TRANSACTIONAL):
         raise ConfigError(f"option 'delivery' must be 'atLeastOnce' or 'transactional', got {option!r}")
-    if spelled == TRANSACTIONAL or "transactional.id" in producer_config:
-        # The writer is laid out for it: each Spark partition would write in a transaction whose id is
-        # `<kafka.transactional.id>-<partition>`, stable across task retries and query restarts, so that a retry
-        # fences the attempt it replaces (KIP-98). It waits for transactions in the producer itself.
-        given = "delivery='transactional'" if spelled == TRANSACTIONAL else "Kafka option 'kafka.transactional.id'"
+    if "transactional.id" in producer_config:
+        check_producer_config(producer_config)  # refuses it, naming publish(..., delivery='transactional')
+    if spelled == TRANSACTIONAL:
+        # The writer forms are laid out for it: each Spark partition would write in a transaction whose id is
+        # `<prefix>-<partition>`, stable across task retries and query restarts, so that a retry fences the
+        # attempt it replaces (KIP-98). Batch DataFrames have it through publish(..., delivery="transactional").
         raise FeatureNotAvailableError(
-            f"{given}: transactional (exactly-once) publishing is not available in aioproducer.spark yet; each task "
-            "publishes with an idempotent producer (at-least-once when Spark runs a task or micro-batch again)"
+            "option delivery='transactional' is not available for df.write / df.writeStream yet: use "
+            "aioproducer.spark.publish(df, ..., delivery='transactional', transactional_id_prefix=...) for batch "
+            "DataFrames; the writers publish with idempotent producers (at-least-once when Spark runs a task or "
+            "micro-batch again)"
         )
     return spelled
 
