@@ -1,9 +1,10 @@
 """Per-partition queues of record batches, buffer-memory accounting, and readiness; pure.
 
 Owns *which* batches exist and *when* they may be sent (Java's RecordAccumulator): a partition's head batch is
-ready when full, when `linger_ms` has passed, when a retry's backoff has passed, or while flushing/closing or
-while senders wait for memory. Time arrives as `now_ms` (or a clock, read only when a batch is created); each
-batch carries the `BatchOutcome` its records' delivery handles read, settled by the sender.
+ready when full, when `linger_ms` has passed, when a retry's backoff has passed (or its leader changed), or while
+flushing/closing or while senders wait for memory. Whether a ready batch may go out with idempotence, and where a
+retry goes back in its queue, is `idempotence`'s rule. Time arrives as `now_ms` (or a clock, read only when a batch
+is created); each batch carries the `BatchOutcome` its records' delivery handles read, settled by the sender.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .accelerated import AccumulatorFields, BatchFields, speedups
 from .compression import CompressionType
 from .delivery import BatchOutcome
-from .idempotence import NO_SEQUENCE, IdempotenceState
+from .idempotence import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, IdempotenceState
 from .records import BatchBuilder, ClosedBatch, read_batches
 
 if not TYPE_CHECKING and speedups is not None:
@@ -40,8 +41,13 @@ class ProducerBatch(BatchFields):
         "created_ms",
         "done_callbacks",
         "in_flight",
+        "last_error",
+        "leader_epoch",
+        "leader_id",
         "maybe_written",
         "partition",
+        "producer_epoch",
+        "producer_id",
         "retry_at_ms",
         "topic",
         "tp",
@@ -56,13 +62,20 @@ class ProducerBatch(BatchFields):
         self.created_ms = created_ms
         self.attempts = 0
         self.retry_at_ms = 0
+        # The stamp (idempotence.R2): written by `IdempotenceState` only, when first drained.
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
         self.base_sequence = NO_SEQUENCE
+        self.last_error: BaseException | None = None  # why the last attempt failed, for timeout messages
+        # The leader (and its epoch) the last attempt went to: a retry to a newer leader skips its backoff.
+        self.leader_id = -1
+        self.leader_epoch = -1
         self.reserved_bytes = 0
         self.full = False
         self.sealed = False
         self.compressing = False
         self.in_flight = False
-        # True once a request carrying this batch ended without an answer: the broker may have written it.
+        # True once an attempt may have been written (no answer, REQUEST_TIMED_OUT, ...; idempotence.R7).
         self.maybe_written = False
         self.done_callbacks: list[Callable[[], None]] = []
 
@@ -182,7 +195,12 @@ class RecordAccumulator(AccumulatorFields):
             wake = True
         return batch, index, wake  # type: ignore[return-value]  # an empty builder always takes the record
 
-    def ready(self, now_ms: int, leader_of: Callable[[TopicPartition], int]) -> ReadyCheck:
+    def ready(
+        self,
+        now_ms: int,
+        leader_of: Callable[[TopicPartition], int],
+        leader_epoch_of: Callable[[TopicPartition], int] | None = None,
+    ) -> ReadyCheck:
         """Which partitions' head batches can be sent now, grouped by leader."""
         check = ReadyCheck()
         force = self.flushing > 0 or self.closing or self.memory_waiters > 0
@@ -195,7 +213,11 @@ class RecordAccumulator(AccumulatorFields):
             if leader < 0:
                 check.unknown_leader_topics.add(tp[0])
                 continue
-            if head.attempts > 0 and head.retry_at_ms > now_ms:
+            if (
+                head.attempts > 0
+                and head.retry_at_ms > now_ms
+                and not _leader_changed(head, leader, leader_epoch_of(tp) if leader_epoch_of else -1)
+            ):
                 wait = head.retry_at_ms - now_ms
             elif force or head.attempts > 0 or head.full or len(queue) > 1:
                 wait = 0
@@ -209,9 +231,14 @@ class RecordAccumulator(AccumulatorFields):
         return check
 
     def drain(
-        self, partitions: Sequence[TopicPartition], max_request_size: int, idempotence: IdempotenceState
+        self,
+        partitions: Sequence[TopicPartition],
+        max_request_size: int,
+        idempotence: IdempotenceState,
+        now_ms: int = 0,
     ) -> list[ProducerBatch]:
-        """Take at most one batch per partition for one Produce request, within `max_request_size`."""
+        """Take at most one batch per partition for one Produce request, within `max_request_size`, each as
+        `idempotence` allows (idempotence.R4, R5); it stamps what it lets go."""
         drained: list[ProducerBatch] = []
         size = REQUEST_OVERHEAD_BYTES
         count = len(partitions)
@@ -225,15 +252,14 @@ class RecordAccumulator(AccumulatorFields):
             head = queue[0]
             if head.compressing or tp in self.muted:
                 continue
-            if head.base_sequence != NO_SEQUENCE and not idempotence.may_send_retry(tp, head.base_sequence):
+            if not idempotence.may_drain(head):
                 continue
             batch_size = head.close().size_in_bytes + PER_BATCH_OVERHEAD_BYTES
             if drained and size + batch_size > max_request_size:
                 break
             queue.popleft()
             size += batch_size
-            if idempotence.enabled and head.base_sequence == NO_SEQUENCE:
-                head.base_sequence = idempotence.assign(tp, head.record_count)
+            idempotence.on_drain(head, now_ms)
             head.in_flight = True
             if self.guarantee_order:
                 self.muted.add(tp)
@@ -241,28 +267,33 @@ class RecordAccumulator(AccumulatorFields):
         return drained
 
     def reenqueue(self, batch: ProducerBatch, retry_at_ms: int) -> None:
-        """Put a batch back for a retry, ahead of newer batches and in sequence order (Java's insertInSequenceOrder)."""
+        """Put a batch back for a retry, ahead of newer batches and in sequence order (Java's insertInSequenceOrder;
+        a partition's stamped batches all belong to one sequence stream, idempotence.R3)."""
         batch.in_flight = False
         self.muted.discard(batch.tp)
         batch.attempts += 1
         batch.retry_at_ms = retry_at_ms
+        self._insert_in_sequence_order(batch)
+
+    def _insert_in_sequence_order(self, batch: ProducerBatch) -> None:
         queue = self.queues.setdefault(batch.tp, deque())
         position = 0
-        while (
-            position < len(queue)
-            and queue[position].base_sequence != NO_SEQUENCE
-            and batch.base_sequence != NO_SEQUENCE
-            and queue[position].base_sequence < batch.base_sequence
-        ):
-            position += 1
+        if batch.base_sequence != NO_SEQUENCE:
+            while (
+                position < len(queue)
+                and queue[position].base_sequence != NO_SEQUENCE
+                and queue[position].base_sequence < batch.base_sequence
+            ):
+                position += 1
         queue.insert(position, batch)
 
-    def split(self, batch: ProducerBatch, retry_at_ms: int) -> None:
-        """Replace a batch the broker found too large by two halves, queued at the front in its place.
+    def split(self, batch: ProducerBatch, idempotence: IdempotenceState) -> list[ProducerBatch]:
+        """Replace a batch the broker found too large by two halves, queued in its place (Java's
+        splitAndReenqueue); `idempotence` gives them consecutive slices of its sequence range (idempotence.R6).
 
         The records are read back from the encoded batch (this path is rare; the hot path keeps no copies), and
-        the batch's outcome forwards each record's handle to its half. Halves take fresh sequences when drained,
-        as after an epoch bump (Java's splitAndReenqueue).
+        the batch's outcome forwards each record's handle to its half. Whoever waits for the batch (flush, close)
+        is told once both halves are done. The halves go out at once: a split is not a retry.
         """
         encoded = batch.close().encode()
         records = [r for b in read_batches(encoded) for r in b.records]
@@ -276,26 +307,29 @@ class RecordAccumulator(AccumulatorFields):
                 builder.try_append(record.timestamp, record.key, record.value, record.headers)
             half = ProducerBatch(batch.tp, builder, batch.created_ms, batch.outcome.loop)
             half.reserved_bytes = batch.reserved_bytes * len(part) // max(len(records), 1)
-            half.attempts = batch.attempts + 1
-            half.retry_at_ms = retry_at_ms
+            half.attempts = batch.attempts
             half.sealed = half.full = True
             halves.append(half)
         halves[1].reserved_bytes = batch.reserved_bytes - halves[0].reserved_bytes
         batch.reserved_bytes = 0
+        batch.in_flight = False
         self.incomplete.discard(batch)
         self.muted.discard(batch.tp)
-        queue = self.queues.setdefault(batch.tp, deque())
-        queue.extendleft(reversed(halves))
+        idempotence.on_split(batch, halves)
+        for half in reversed(halves):
+            self._insert_in_sequence_order(half)
         self.incomplete.update(halves)
+        callbacks, batch.done_callbacks = batch.done_callbacks, []
+        if callbacks:
+            _call_when_all_done(halves, callbacks)
         batch.outcome.forward(middle, halves[0].outcome, halves[1].outcome)
+        return halves
 
     def release(self, batch: ProducerBatch) -> None:
         """A batch is done (delivered or failed): give its memory back and run its completion callbacks."""
         if batch not in self.incomplete:
             return
         self.incomplete.discard(batch)
-        if batch.in_flight:
-            self.muted.discard(batch.tp)
         self.used_bytes -= batch.reserved_bytes
         batch.reserved_bytes = 0
         callbacks, batch.done_callbacks = batch.done_callbacks, []
@@ -312,6 +346,11 @@ class RecordAccumulator(AccumulatorFields):
                 expired.append(batch)
         return expired
 
+    def next_expiry_ms(self, delivery_timeout_ms: int) -> int | None:
+        """When the oldest queued head batch reaches its delivery timeout (None: nothing queued)."""
+        heads = [queue[0].created_ms for queue in self.queues.values() if queue]
+        return min(heads) + delivery_timeout_ms if heads else None
+
     def take_all_queued(self) -> list[ProducerBatch]:
         """Every batch not in flight, removed from the queues (for close after its timeout)."""
         batches = [batch for queue in self.queues.values() for batch in queue]
@@ -320,9 +359,45 @@ class RecordAccumulator(AccumulatorFields):
             batch.seal()  # a batch out of its queue takes no more records
         return batches
 
+    def take_unsent(self) -> list[ProducerBatch]:
+        """Every queued batch never sent (never stamped with a sequence), removed from its queue; retries stay."""
+        unsent: list[ProducerBatch] = []
+        for queue in self.queues.values():
+            if any(batch.base_sequence == NO_SEQUENCE for batch in queue):
+                keep = [batch for batch in queue if batch.base_sequence != NO_SEQUENCE]
+                unsent.extend(batch for batch in queue if batch.base_sequence == NO_SEQUENCE)
+                queue.clear()
+                queue.extend(keep)
+        for batch in unsent:
+            batch.seal()  # a batch out of its queue takes no more records
+        return unsent
+
     def queued_batches(self) -> Iterable[ProducerBatch]:
         for queue in self.queues.values():
             yield from queue
 
     def has_queued(self) -> bool:
         return any(self.queues.values())
+
+
+def _leader_changed(batch: ProducerBatch, leader: int, leader_epoch: int) -> bool:
+    """Whether the partition's leader moved since the batch's last attempt: its retry then skips the backoff (Java's
+    ProducerBatch.hasLeaderChangedForTheOngoingRetry, by leader epoch; by leader id when no epoch is known)."""
+    if leader_epoch >= 0 and batch.leader_epoch >= 0:
+        return leader_epoch > batch.leader_epoch
+    return batch.leader_id >= 0 and leader != batch.leader_id
+
+
+def _call_when_all_done(batches: Sequence[ProducerBatch], callbacks: list[Callable[[], None]]) -> None:
+    """Run `callbacks` once every one of `batches` is released (a split batch is done when its halves are)."""
+    remaining = len(batches)
+
+    def one_done() -> None:
+        nonlocal remaining
+        remaining -= 1
+        if remaining == 0:
+            for callback in callbacks:
+                callback()
+
+    for batch in batches:
+        batch.done_callbacks.append(one_done)

@@ -27,6 +27,7 @@ from .errors import (
 from .kafka_errors import RebootstrapRequiredError, kafka_error
 from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
 from .node_states import NodeStates, idle_expiry
+from .observer import Observer, new_observer
 from .protocol import ApiKey, FinalizedFeatures
 from .security.sasl import SaslCredentials
 from .security.tls import client_context
@@ -53,9 +54,12 @@ class Cluster:
         self,
         config: ProducerConfig,
         wake: Callable[[], None],
+        observer: Observer | None = None,
         topics_in_use: Callable[[], Iterable[str]] = tuple,
     ) -> None:
         self._config = config
+        # A cluster on its own (tools, tests) observes into metrics nobody reads.
+        self.observer = observer if observer is not None else new_observer(config, (), {}, monotonic_ms, 0)
         self._wake = wake
         self._topics_in_use = topics_in_use  # topics with records not delivered yet: never idle
         self._rng = random.Random()
@@ -79,6 +83,7 @@ class Cluster:
         self._topic_waiters: dict[str, list[tuple[asyncio.Future[TopicInfo], int]]] = {}
         self._update_task: asyncio.Task[None] | None = None
         self._bootstrap_connection: BrokerConnection | None = None
+        self._bootstrapping: asyncio.Task[BrokerConnection] | None = None
         self._closed = False
         self.last_error: BaseException | None = None
         self.auth_error: AuthenticationError | None = None
@@ -185,6 +190,7 @@ class Cluster:
             self._check_top_level_error(response)
             self.state.on_response(ClusterMetadata.from_response(response), topics, monotonic_ms())
             self.last_error = None
+            self.observer.metadata_refreshed()
         except AuthenticationError as exc:
             self._fail_waiters(exc)
         except (TransportError, KafkaError) as exc:
@@ -244,6 +250,14 @@ class Cluster:
                 self.last_error = exc
         if self._bootstrap_connection is not None and not self._bootstrap_connection.closed:
             return self._bootstrap_connection
+        # Callers at once (a metadata refresh, a coordinator lookup) join one attempt: each opening its own would
+        # leave all but the last connection unreferenced and open.
+        if self._bootstrapping is None or self._bootstrapping.done():
+            self._bootstrapping = asyncio.get_running_loop().create_task(self._bootstrap())
+            self._bootstrapping.add_done_callback(_retrieve_exception)
+        return await asyncio.shield(self._bootstrapping)
+
+    async def _bootstrap(self) -> BrokerConnection:
         errors: list[str] = []
         for address in self._config.bootstrap_servers:
             node = ("bootstrap", address)
@@ -252,13 +266,17 @@ class Cluster:
                 continue
             host, port = parse_address(address)
             try:
-                self._bootstrap_connection = await self._open(host, port, -1, node)
+                conn = await self._open(host, port, -1, node)
             except TransportError as exc:
                 self._nodes.failed(node, monotonic_ms())
                 errors.append(str(exc))
                 continue
             self._nodes.connected(node)
-            return self._bootstrap_connection
+            if self._closed:
+                conn.close()
+                raise ConnectionFailedError("producer closed while connecting")
+            self._bootstrap_connection = conn
+            return conn
         raise ConnectionFailedError("no bootstrap server answered: " + "; ".join(errors))
 
     # -- connections --------------------------------------------------------------------------------------------
@@ -275,6 +293,10 @@ class Cluster:
 
     def next_reconnect_delay_ms(self, now_ms: int) -> int | None:
         return self._nodes.next_attempt_delay_ms(now_ms)
+
+    async def connect_to(self, broker: BrokerInfo) -> BrokerConnection:
+        """A ready connection to a broker known by its address, e.g. a coordinator named by FindCoordinator."""
+        return await self._connect(broker)
 
     async def _connect(self, broker: BrokerInfo) -> BrokerConnection:
         """The broker's connection, joining an attempt already under way: never two connections to one broker.
@@ -303,7 +325,7 @@ class Cluster:
         except TransportError as exc:
             self._nodes.failed(broker.node_id, monotonic_ms())
             self.last_error = exc
-            log.debug("connecting to broker %s failed: %s", broker.node_id, exc)
+            self.observer.connect_failed(broker.node_id, exc)
             self.state.request_update()
             raise
         except AuthenticationError as exc:
@@ -339,6 +361,7 @@ class Cluster:
         conn.on_lost = self._on_connection_lost
         self.features = self.features.newest(conn.features)
         self._check_idle_later(self._config.connections_max_idle_ms / 1000)
+        self.observer.connected(conn)
         return conn
 
     def _check_idle_later(self, delay_s: float) -> None:
@@ -369,6 +392,7 @@ class Cluster:
             self._check_idle_later(next_check)
 
     def _on_connection_lost(self, conn: BrokerConnection) -> None:
+        self.observer.disconnected(conn, self._closed)
         if self._connections.get(conn.node_id) is conn:
             del self._connections[conn.node_id]
         if not self._closed:
@@ -392,6 +416,10 @@ class Cluster:
             self.connection(node_id)
         return None
 
+    def open_connections(self) -> list[BrokerConnection]:
+        """The open connections to brokers (not the bootstrap one)."""
+        return [conn for conn in self._connections.values() if not conn.closed]
+
     def _least_loaded(self) -> BrokerConnection | None:
         """The open broker connection with the fewest requests in flight (Java's leastLoadedNode)."""
         open_connections = [conn for conn in self._connections.values() if not conn.closed]
@@ -405,6 +433,8 @@ class Cluster:
         tasks: list[asyncio.Task[Any]] = list(self._connecting.values())
         if self._update_task is not None:
             tasks.append(self._update_task)
+        if self._bootstrapping is not None:
+            tasks.append(self._bootstrapping)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,8 +1,9 @@
-"""The sender task: drains ready batches per leader into Produce requests and settles every batch from the answer.
+"""The sender task: drains ready batches per leader into Produce requests and carries out what each answer means.
 
-One task on the event loop (Java's Sender.runOnce): ensure a producer id, refresh metadata when due, send what is
-ready within `max_in_flight_requests_per_connection`, expire what outlived `delivery_timeout_ms`, then sleep until
-woken. Response handling is synchronous and classifies each partition's error: done, retry, or fail.
+One task on the event loop (Java's Sender.runOnce): resolve sequence holes, ensure a producer id, send what is
+ready within `max_in_flight_requests_per_connection`, expire what outlived `delivery_timeout_ms` (queued or on the
+wire), refresh metadata when due, then sleep until woken. What an answer means (done, retry, split, fail) and every
+sequence/epoch rule are `idempotence`'s; this module does the I/O, the retry backoff and the logging.
 """
 
 from __future__ import annotations
@@ -11,29 +12,40 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .accumulator import ProducerBatch, RecordAccumulator
 from .cluster import Cluster, monotonic_ms
 from .compression import CompressionType
 from .config import ProducerConfig
 from .connection import BrokerConnection
-from .errors import AioProducerError, DeliveryTimeoutError, TransportError
-from .idempotence import IdempotenceState
+from .errors import AioProducerError, TransportError
+from .idempotence import Action, Decision, IdempotenceState, wire_sequence
 from .kafka_errors import kafka_error
+from .observer import Observer
 from .protocol import ApiKey
 from .records import BatchBuilder
 
-__all__ = ["Sender"]
+__all__ = ["Sender", "TransactionGate"]
 
 log = logging.getLogger("aioproducer.sender")
 
 # Compressing a batch this big takes long enough (~1 ms+) that it pays to do it in a worker thread.
 _OFFLOAD_COMPRESSION_BYTES = 64 * 1024
-_MESSAGE_TOO_LARGE = 10
-_DUPLICATE_SEQUENCE_NUMBER = 46
-_OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-_UNKNOWN_PRODUCER_ID = 59
+# Failed batches are logged at WARNING at most this often; the next line counts the ones left out.
+_FAILURE_LOG_INTERVAL_S = 5.0
+
+
+class TransactionGate(Protocol):
+    """What a transactional producer's sender asks its transaction manager (`transactions.TransactionManager`)."""
+
+    transactional_id: str
+
+    def may_send(self, tp: tuple[str, int]) -> bool: ...
+
+    def produce_version(self, conn: BrokerConnection) -> int: ...
+
+    def on_batch_failed(self, error: BaseException) -> None: ...
 
 
 class Sender:
@@ -46,22 +58,34 @@ class Sender:
         cluster: Cluster,
         idempotence: IdempotenceState,
         acks: int,
+        observer: Observer,
     ) -> None:
         self._config = config
         self._acc = accumulator
         self._cluster = cluster
         self._idem = idempotence
         self._acks = acks
+        self._observer = observer
+        self.idempotence = idempotence  # read by the producer's metrics
         self._rng = random.Random()
         self._waiter: asyncio.Future[None] | None = None
         self._wakeup_pending = False
         self._running = True
         self._in_flight: set[asyncio.Future[dict[str, Any]]] = set()
+        # Batches in requests not answered yet, in send order: expired here after delivery_timeout_ms (Java's
+        # getExpiredInflightBatches), their answer still read when it comes.
+        self._on_wire: dict[ProducerBatch, None] = {}
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._init_pid_task: asyncio.Task[None] | None = None
-        self._bump_refused = False
+        self._init_pid_failures = 0
+        self._init_pid_retry_ms = 0
+        self._next_expiry_ms = 0
+        self._failure_log = _FailureLog(log)
         self.fatal_error: AioProducerError | None = None
         self.on_batch_done: Callable[[], None] = lambda: None
+        # Set for a transactional producer: it owns the producer id (InitProducerId goes to the transaction
+        # coordinator) and says which partitions may be sent and with which Produce version.
+        self.transaction: TransactionGate | None = None
 
     def wake(self) -> None:
         waiter = self._waiter
@@ -78,20 +102,26 @@ class Sender:
         while self._running:
             self._wakeup_pending = False
             now = monotonic_ms()
+            self._idem.maybe_resolve()
+            if self._idem.needs_producer_id and self.transaction is None:
+                self._ensure_producer_id(now)
+            sent, wait = self._send_ready(now)
+            if now >= self._next_expiry_ms or not sent:
+                self._expire(now)
+            # After sending: a partition without a known leader has just asked for metadata (Java's NetworkClient
+            # polls its metadata updater after the sender's requests, so the request goes out in the same round).
             delay = self._cluster.maybe_update(now)
-            if self._idem.enabled and (not self._idem.has_producer_id or self._idem.reset_pending):
-                self._ensure_producer_id()
-            if self._idem.has_producer_id and not self._idem.reset_pending:
-                sent, wait = self._send_ready(now)
-                if sent:
-                    await asyncio.sleep(0)
-                    continue
-                if wait is not None:
-                    delay = min(delay, wait)
-            self._expire(now)
-            reconnect = self._cluster.next_reconnect_delay_ms(now)
-            if reconnect is not None:
-                delay = min(delay, reconnect)
+            if sent:
+                await asyncio.sleep(0)
+                continue
+            # InitProducerId backing off after a failure; with no connection, the sender waits to be woken.
+            asks_id = self._idem.needs_producer_id and self.transaction is None
+            pid_retry = self._init_pid_retry_ms - now if asks_id else None
+            if pid_retry is not None and pid_retry <= 0:
+                pid_retry = None
+            for other in (wait, self._cluster.next_reconnect_delay_ms(now), self._next_expiry_ms - now, pid_retry):
+                if other is not None:
+                    delay = min(delay, other)
             await self._sleep(max(delay, 1) / 1000)
 
     async def _sleep(self, seconds: float) -> None:
@@ -117,59 +147,53 @@ class Sender:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- producer id --------------------------------------------------------------------------------------------
-    def _ensure_producer_id(self) -> None:
+    def _ensure_producer_id(self, now: int) -> None:
+        """Send InitProducerId when none is out, its backoff is over and a connection is ready. With no connection
+        no attempt is made: the sender is woken when one is ready (asking at once, again and again, would spin)."""
         if self._init_pid_task is not None and not self._init_pid_task.done():
             return
-        if self._idem.reset_pending and self._in_flight:
-            return  # KIP-360: bump only once the requests in flight have come back
-        self._init_pid_task = self._spawn(self._init_producer_id())
+        if now < self._init_pid_retry_ms:
+            return
+        conn = self._cluster.any_connection()  # starts connecting to known brokers when none is open
+        if conn is not None:
+            self._init_pid_task = self._spawn(self._init_producer_id(conn))
 
-    async def _init_producer_id(self) -> None:
+    async def _init_producer_id(self, conn: BrokerConnection) -> None:
+        """One InitProducerId attempt (Java's InitProducerIdHandler, idempotent case); a failure delays the next by
+        a growing backoff, `retry_backoff_ms` → `retry_backoff_max_ms`."""
         try:
-            await self._request_producer_id()
+            if await self._request_producer_id(conn):
+                self._init_pid_failures = 0
+                return
+            base = min(self._config.retry_backoff_max_ms, self._config.retry_backoff_ms * 2**self._init_pid_failures)
+            self._init_pid_failures = min(self._init_pid_failures + 1, 30)
+            if self.fatal_error is not None:
+                base = self._config.retry_backoff_max_ms
+            self._init_pid_retry_ms = monotonic_ms() + int(base * self._rng.uniform(0.8, 1.2))
         finally:
             self.wake()
 
-    async def _request_producer_id(self) -> None:
-        conn = self._cluster.any_connection()
-        if conn is None:
-            return  # connecting: the sender is woken when a connection is ready
-        bump = self._idem.reset_pending and self._idem.producer_id >= 0 and not self._bump_refused
-        body = {
-            "transactional_id": None,
-            "transaction_timeout_ms": 2147483647,
-            "producer_id": self._idem.producer_id if bump else -1,
-            "producer_epoch": self._idem.producer_epoch if bump else -1,
-        }
+    async def _request_producer_id(self, conn: BrokerConnection) -> bool:
         try:
-            response = await conn.request(ApiKey.INIT_PRODUCER_ID, body)
-        except TransportError as exc:
+            response = await conn.request(ApiKey.INIT_PRODUCER_ID, _INIT_PRODUCER_ID)
+        except AioProducerError as exc:  # a broken connection, a timeout
             log.debug("InitProducerId failed: %s", exc)
-            await asyncio.sleep(self._config.retry_backoff_ms / 1000)
-            return
+            return False
         error = response["error_code"]
         if error == 0:
-            self._bump_refused = False
+            self.fatal_error = None
             self._idem.set_producer_id(response["producer_id"], response["producer_epoch"])
-            self._renumber_queued()
-        elif kafka_error(error).retriable:
-            await asyncio.sleep(self._config.retry_backoff_ms / 1000)
-        elif bump:
-            # The broker cannot bump this epoch (e.g. it forgot the producer): start over with a new producer id.
-            self._bump_refused = True
-        else:
+            self._observer.producer_id_set(response["producer_id"], response["producer_epoch"], False)
+            return True
+        if not kafka_error(error).retriable:
+            # e.g. CLUSTER_AUTHORIZATION_FAILED: what is queued fails now; later records ask again after a backoff.
             self.fatal_error = kafka_error(error, f"InitProducerId failed with error {error}")
             self.fail_queued(self.fatal_error)
-            await asyncio.sleep(self._config.retry_backoff_max_ms / 1000)  # then ask again, without spinning
-
-    def _renumber_queued(self) -> None:
-        """After a new producer id/epoch, queued retries take fresh sequences in queue order (KIP-360)."""
-        for batch in self._acc.queued_batches():
-            batch.base_sequence = -1
+        return False
 
     # -- sending ------------------------------------------------------------------------------------------------
     def _send_ready(self, now: int) -> tuple[bool, int | None]:
-        check = self._acc.ready(now, self._leader_of)
+        check = self._acc.ready(now, self._leader_of, self._leader_epoch_of)
         if check.unknown_leader_topics:
             for topic in check.unknown_leader_topics:
                 self._cluster.state.touch(topic, now)
@@ -181,8 +205,10 @@ class Sender:
                 continue
             if conn.in_flight >= self._config.max_in_flight_requests_per_connection:
                 continue
+            if self.transaction is not None:
+                partitions = [tp for tp in partitions if self.transaction.may_send(tp)]
             self._offload_compression(partitions)
-            batches = self._acc.drain(partitions, self._config.max_request_size, self._idem)
+            batches = self._acc.drain(partitions, self._config.max_request_size, self._idem, now)
             if batches:
                 self._send_produce(conn, batches)
                 sent = True
@@ -191,6 +217,12 @@ class Sender:
     def _leader_of(self, tp: tuple[str, int]) -> int:
         info = self._cluster.metadata.topics.get(tp[0])
         return -1 if info is None else info.leader(tp[1])
+
+    def _leader_epoch_of(self, tp: tuple[str, int]) -> int:
+        info = self._cluster.metadata.topics.get(tp[0])
+        if info is None or not 0 <= tp[1] < info.num_partitions:
+            return -1
+        return info.partitions[tp[1]].leader_epoch
 
     def _offload_compression(self, partitions: list[tuple[str, int]]) -> None:
         """Close big compressed head batches in a worker thread; `drain` skips them until they are ready."""
@@ -215,112 +247,137 @@ class Sender:
         self.wake()
 
     def _send_produce(self, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
-        idem = self._idem
+        txn = self.transaction
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for batch in batches:
             records = batch.close().encode(
-                producer_id=idem.producer_id,
-                producer_epoch=idem.producer_epoch,
-                base_sequence=batch.base_sequence,
+                producer_id=batch.producer_id,
+                producer_epoch=batch.producer_epoch,
+                base_sequence=wire_sequence(batch.base_sequence),
+                transactional=txn is not None,
             )
             by_topic.setdefault(batch.topic, []).append({"index": batch.partition, "records": records})
+            batch.leader_id, batch.leader_epoch = conn.node_id, self._leader_epoch_of(batch.tp)
+            self._on_wire[batch] = None
         body = {
-            "transactional_id": None,
+            "transactional_id": None if txn is None else txn.transactional_id,
             "acks": self._acks,
             "timeout_ms": self._config.request_timeout_ms,
             "topic_data": [{"name": topic, "partition_data": parts} for topic, parts in by_topic.items()],
         }
         try:
-            future = conn.send(ApiKey.PRODUCE, body, expect_response=self._acks != 0)
+            version = None if txn is None else txn.produce_version(conn)
+            future = conn.send(ApiKey.PRODUCE, body, version=version, expect_response=self._acks != 0)
         except TransportError as exc:
-            for batch in batches:
-                self._retry_or_fail(batch, exc, monotonic_ms())
+            self._on_no_response(batches, exc, monotonic_ms())
             return
         if future is None:
-            for batch in batches:
-                self._settle_success(batch, -1, -1)
+            self._observer.produce_sent(conn, batches, None)
+            self._on_answer(batches, {}, monotonic_ms())  # acks=0: sent is done
             return
         self._in_flight.add(future)
         future.add_done_callback(lambda f: self._on_produce_done(f, batches))
+        self._observer.produce_sent(conn, batches, future)  # after the callback above: it reads settled batches
 
-    # -- responses ----------------------------------------------------------------------------------------------
+    # -- answers ------------------------------------------------------------------------------------------------
     def _on_produce_done(self, future: asyncio.Future[dict[str, Any]], batches: list[ProducerBatch]) -> None:
         self._in_flight.discard(future)
         now = monotonic_ms()
-        if future.cancelled():
-            error: BaseException = TransportError("request cancelled")
-        else:
-            error = future.exception() or TransportError("no response")
-        if future.cancelled() or future.exception() is not None:
-            for batch in batches:
-                batch.maybe_written = True
-                self._retry_or_fail(batch, error, now)
-            self._cluster.request_update()
-        else:
-            self._handle_produce_response(future.result(), batches, now)
-        self.wake()
+        try:
+            if future.cancelled():
+                self._on_no_response(batches, TransportError("request cancelled"), now)
+            elif future.exception() is not None:
+                self._on_no_response(batches, future.exception() or TransportError("no response"), now)
+            else:
+                results: dict[tuple[str, int], dict[str, Any]] = {}
+                for topic in future.result()["responses"]:
+                    for part in topic["partition_responses"]:
+                        results[(topic["name"], part["index"])] = part
+                self._on_answer(batches, results, now)
+        except Exception as exc:  # a bug here must not leave records unresolved forever
+            log.exception("handling a Produce answer failed")
+            for batch in batches:  # those not handled yet: not settled, not split, not back in their queue
+                self._on_wire.pop(batch, None)
+                handled = batch.outcome.done or batch not in self._acc.incomplete
+                if not handled and batch not in self._acc.queues.get(batch.tp, ()):
+                    self._idem.on_abandoned([batch], exc)  # best effort: its sequence bookkeeping is suspect
+                    self._settle_failure(batch, exc)
+        finally:
+            self.wake()
 
-    def _handle_produce_response(self, response: dict[str, Any], batches: list[ProducerBatch], now: int) -> None:
-        results: dict[tuple[str, int], dict[str, Any]] = {}
-        for topic in response["responses"]:
-            for part in topic["partition_responses"]:
-                results[(topic["name"], part["index"])] = part
+    def _on_no_response(self, batches: list[ProducerBatch], error: BaseException, now: int) -> None:
         for batch in batches:
-            part = results.get(batch.tp)
+            self._off_wire(batch)
+            if batch.outcome.done:  # failed while on the wire (delivery timeout)
+                self._idem.on_late_response(batch, -1, now_ms=now)
+                continue
+            batch.last_error = error
+            self._apply(batch, self._idem.on_no_response(batch, error, now), now)
+        self._cluster.request_update()
+
+    def _on_answer(
+        self, batches: list[ProducerBatch], results: dict[tuple[str, int], dict[str, Any]], now: int
+    ) -> None:
+        for batch in batches:
+            self._off_wire(batch)
+            part = results.get(batch.tp, _ACKS_ZERO if self._acks == 0 else None)
+            if batch.outcome.done:  # failed while on the wire (delivery timeout)
+                code, offset = (part["error_code"], part["base_offset"]) if part else (-1, -1)
+                self._idem.on_late_response(batch, code, offset, now)
+                continue
             if part is None:
-                self._retry_or_fail(batch, TransportError(f"no response for partition {batch.tp}"), now)
+                error = TransportError(f"no answer for partition {batch.topic}-{batch.partition}")
+                batch.last_error = error
+                self._apply(batch, self._idem.on_no_response(batch, error, now), now)
                 continue
             code = part["error_code"]
-            if code == 0:
-                self._settle_success(batch, part["base_offset"], part.get("log_append_time_ms", -1))
-            elif code == _DUPLICATE_SEQUENCE_NUMBER:
-                # Already written by an earlier attempt: a success whose offset the broker did not tell us.
-                self._settle_success(batch, -1, -1)
-            else:
-                self._on_partition_error(batch, code, part, now)
+            if code:
+                self._on_partition_error(batch, code, part)
+            decision = self._idem.on_response(
+                batch,
+                code,
+                now,
+                base_offset=part["base_offset"],
+                log_start_offset=part.get("log_start_offset", -1),
+                message=part.get("error_message") or None,
+            )
+            self._apply(batch, decision, now, part)
 
-    def _on_partition_error(self, batch: ProducerBatch, code: int, part: dict[str, Any], now: int) -> None:
-        message = part.get("error_message") or None
-        error = kafka_error(code, f"{batch.topic}-{batch.partition}: {message}" if message else None)
+    def _off_wire(self, batch: ProducerBatch) -> None:
+        self._on_wire.pop(batch, None)
+        self._acc.muted.discard(batch.tp)  # with one request in flight, the partition may go on (Java: unmute)
+
+    def _on_partition_error(self, batch: ProducerBatch, code: int, part: dict[str, Any]) -> None:
+        """Metadata consequences of an error answer: the KIP-951 leader hint, a refresh for stale metadata."""
         leader = part.get("current_leader")
         if leader and leader.get("leader_id", -1) >= 0:
             # KIP-951: the broker tells us the new leader, so the batch can follow it without a metadata round trip.
             self._cluster.state.cluster = self._cluster.metadata.with_leader(
                 batch.topic, batch.partition, leader["leader_id"], leader["leader_epoch"]
             )
-        if error.invalid_metadata:
+        if kafka_error(code).invalid_metadata:
             self._cluster.request_update()
-        if code == _MESSAGE_TOO_LARGE and batch.record_count > 1:
-            # Too big for this broker's limits: split it and send the halves (Java's splitAndReenqueue).
-            if batch.base_sequence >= 0:
-                self._idem.on_dropped(batch.tp, batch.base_sequence)
-            self._acc.split(batch, now)
-            return
-        if code == _OUT_OF_ORDER_SEQUENCE_NUMBER and not self._idem.is_first_in_flight(batch.tp, batch.base_sequence):
-            # An earlier batch of this partition failed and is being retried: this one follows it (Java canRetry).
-            self._retry_or_fail(batch, error, now, force_retriable=True)
-            return
-        if code in (_OUT_OF_ORDER_SEQUENCE_NUMBER, _UNKNOWN_PRODUCER_ID) and self._idem.enabled:
-            # KIP-360: the broker lost our sequence state; bump the epoch and resend from a fresh sequence.
-            self._idem.reset_pending = True
-            self._retry_or_fail(batch, error, now, force_retriable=True)
-            return
-        self._retry_or_fail(batch, error, now)
 
-    def _retry_or_fail(
-        self, batch: ProducerBatch, error: BaseException, now: int, *, force_retriable: bool = False
-    ) -> None:
-        retriable = force_retriable or getattr(error, "retriable", False)
-        expired = now - batch.created_ms >= self._config.delivery_timeout_ms
-        if retriable and not expired and batch.attempts < self._config.retries:
+    def _apply(self, batch: ProducerBatch, decision: Decision, now: int, part: dict[str, Any] | None = None) -> None:
+        action = decision.action
+        if action is Action.DONE:
+            offset, append_time = (part["base_offset"], part.get("log_append_time_ms", -1)) if part else (-1, -1)
+            if part is not None and part["error_code"] != 0:
+                offset = append_time = -1  # DUPLICATE_SEQUENCE_NUMBER: written before, offset unknown
+            self._settle_success(batch, offset, append_time)
+        elif action is Action.RETRY:
+            if part is not None and part["error_code"]:
+                batch.last_error = kafka_error(part["error_code"], part.get("error_message") or None)
+            self._observer.batch_retried(batch, batch.last_error)
             self._acc.reenqueue(batch, now + self._retry_backoff_ms(batch.attempts))
-            return
-        if expired and retriable:
-            error = DeliveryTimeoutError(
-                f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} not acknowledged within "
-                f"delivery_timeout_ms={self._config.delivery_timeout_ms}; last error: {error}"
+        elif action is Action.SPLIT:
+            log.info(
+                "%d record(s) for %s-%d too large for the broker: splitting the batch", batch.record_count, *batch.tp
             )
-        self._settle_failure(batch, error)
+            self._observer.batch_split(batch)
+            self._acc.split(batch, self._idem)
+        else:
+            self._settle_failure(batch, decision.error or TransportError("failed"))
 
     def _retry_backoff_ms(self, attempts: int) -> int:
         """Exponential backoff with ±20% jitter, `retry_backoff_ms` → `retry_backoff_max_ms` (KIP-580)."""
@@ -328,37 +385,53 @@ class Sender:
         return int(base * self._rng.uniform(0.8, 1.2))
 
     def _settle_success(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
-        if batch.base_sequence >= 0:
-            self._idem.on_success(batch.tp, batch.base_sequence, batch.record_count)
         batch.outcome.succeed(base_offset, log_append_time_ms)
         self._acc.release(batch)
         self.on_batch_done()
 
     def _settle_failure(self, batch: ProducerBatch, error: BaseException) -> None:
-        if batch.base_sequence >= 0:
-            self._idem.on_dropped(batch.tp, batch.base_sequence)
+        self._failure_log.failed(batch, error)
+        self._observer.batch_failed(batch, error)
         batch.outcome.fail(error)
         self._acc.release(batch)
+        if self.transaction is not None:
+            self.transaction.on_batch_failed(error)
         self.on_batch_done()
 
+    # -- expiry -------------------------------------------------------------------------------------------------
     def _expire(self, now: int) -> None:
         auth_error, self._cluster.auth_error = self._cluster.auth_error, None
         if auth_error is not None:
             self.fail_queued(auth_error)
-        for batch in self._acc.expired(now, self._config.delivery_timeout_ms):
-            cause = f"; last error: {self._cluster.last_error}" if self._cluster.last_error else ""
-            self._settle_failure(
-                batch,
-                DeliveryTimeoutError(
-                    f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} expired after "
-                    f"delivery_timeout_ms={self._config.delivery_timeout_ms} before they could be sent{cause}"
-                ),
-            )
+        timeout = self._config.delivery_timeout_ms
+        for batch in self._acc.expired(now, timeout):
+            last_error = batch.last_error or self._cluster.last_error
+            self._settle_failure(batch, self._idem.on_expired(batch, now, on_wire=False, last_error=last_error))
+        next_expiry = self._acc.next_expiry_ms(timeout)
+        for batch in list(self._on_wire):
+            if batch.outcome.done:
+                continue
+            if now - batch.created_ms < timeout:
+                expiry = batch.created_ms + timeout
+                next_expiry = expiry if next_expiry is None else min(next_expiry, expiry)
+                continue
+            # Java's getExpiredInflightBatches: the record's time is up though its request is out; the broker may
+            # write it yet, so its outcome is unknown. The answer, when it comes, still counts for its sequence.
+            self._settle_failure(batch, self._idem.on_expired(batch, now, on_wire=True, last_error=batch.last_error))
+        self._next_expiry_ms = next_expiry if next_expiry is not None else now + timeout
+
+    def fail_unsent(self, error: BaseException) -> None:
+        """Fail every batch never sent (Java's abortUndrainedBatches: a transaction is being aborted). They carry
+        no sequence yet, so the sequence rules have nothing to record."""
+        for batch in self._acc.take_unsent():
+            self._settle_failure(batch, error)
 
     def fail_queued(self, error: BaseException, outcome_unknown: BaseException | None = None) -> None:
         """Fail every batch not in flight (close after its timeout, or a fatal producer error); batches the broker
         may already have written fail with `outcome_unknown` when given."""
-        for batch in self._acc.take_all_queued():
+        batches = self._acc.take_all_queued()
+        self._idem.on_abandoned(batches, error)
+        for batch in batches:
             self._settle_failure(batch, outcome_unknown if outcome_unknown and batch.maybe_written else error)
 
     def _spawn(self, coro: Any) -> asyncio.Task[None]:
@@ -366,6 +439,44 @@ class Sender:
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
         return task
+
+
+_INIT_PRODUCER_ID: dict[str, Any] = {
+    "transactional_id": None,
+    "transaction_timeout_ms": 2147483647,
+    "producer_id": -1,
+    "producer_epoch": -1,
+}
+# The answer for a partition of an acks=0 request: nothing is known but that it went out.
+_ACKS_ZERO: dict[str, Any] = {"error_code": 0, "base_offset": -1, "log_append_time_ms": -1}
+
+
+class _FailureLog:
+    """Logs a failed batch once, at WARNING, with its topic-partition, record count and error; at most one line per
+    `_FAILURE_LOG_INTERVAL_S`, the next line counting those left out (a storm of failures is not a storm of logs)."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._log = logger
+        self._last_s = float("-inf")
+        self._suppressed = 0
+
+    def failed(self, batch: ProducerBatch, error: BaseException) -> None:
+        now = asyncio.get_running_loop().time()
+        if now - self._last_s < _FAILURE_LOG_INTERVAL_S:
+            self._suppressed += 1
+            return
+        more = f" ({self._suppressed} more failed batch(es) not logged since)" if self._suppressed else ""
+        self._log.warning(
+            "failed to deliver %d record(s) to %s-%d: %s: %s%s",
+            batch.record_count,
+            batch.topic,
+            batch.partition,
+            type(error).__name__,
+            error,
+            more,
+        )
+        self._last_s = now
+        self._suppressed = 0
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:

@@ -10,6 +10,8 @@
 
     KAFKA_BOOTSTRAP=127.0.0.1:9092 uvicorn examples.fastapi_app:app
     curl -X POST localhost:8000/events/clicks -H 'content-type: application/json' -d '{"user": "ada"}'
+    curl localhost:8000/ready     # 200 when the producer can deliver, 503 with the reason otherwise
+    curl localhost:8000/metrics   # the producer's metrics for Prometheus
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request, status
+from fastapi import Depends, FastAPI, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from aioproducer import Delivery, Producer
+from aioproducer.contrib.prometheus import ProducerCollector
 from aioproducer.errors import AioProducerError, InvalidRecordError, KafkaTimeoutError
 
 log = logging.getLogger("events")
@@ -90,6 +94,9 @@ def create_app(
         producer = producer_factory(settings)
         await producer.start()
         app.state.producer = producer
+        # A registry of the app's own (not the process-wide default), so that two apps never collide.
+        app.state.metrics = CollectorRegistry()
+        app.state.metrics.register(ProducerCollector(producer))
         try:
             yield
         finally:
@@ -123,6 +130,25 @@ def create_app(
             raise _unavailable(exc) from exc
         delivery.add_done_callback(log_failure)
         return JSONResponse({"accepted": True}, status_code=status.HTTP_202_ACCEPTED)
+
+    @app.get("/ready")
+    async def ready(producer: ProducerDep, response: Response) -> dict[str, Any]:
+        """Readiness: connected, and a leader known for every partition of the topics in use."""
+        health = producer.health()
+        if not health.ready:
+            response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+        return {
+            "ready": health.ready,
+            "brokers": list(health.connected_brokers),
+            "buffer_used_bytes": health.buffer_used_bytes,
+            "last_error": health.last_error,
+            "last_error_age_s": health.last_error_age_s,
+        }
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        # Collected here, on the event loop the producer runs on: no thread touches its numbers.
+        return Response(generate_latest(request.app.state.metrics), media_type=CONTENT_TYPE_LATEST)
 
     return app
 

@@ -77,6 +77,9 @@ def test_drain_takes_one_batch_per_partition_and_assigns_sequences() -> None:
     assert first.base_sequence == 0
     batch = read_batches(first.close().encode(producer_id=5, producer_epoch=0, base_sequence=first.base_sequence))[0]
     assert [r.value for r in batch.records] == [b"y" * 40] * first.record_count
+    # One batch at a time until a partition's first is acknowledged (idempotence.R5).
+    assert acc.drain([TP], 1_000_000, idem) == []
+    idem.on_response(first, 0, 0)
     second = acc.drain([TP], 1_000_000, idem)[0]
     assert second.base_sequence == first.record_count
 
@@ -91,15 +94,17 @@ def test_drain_respects_max_request_size_but_always_takes_one() -> None:
 
 def test_retry_goes_back_ahead_of_newer_batches_in_sequence_order() -> None:
     acc = make(batch_size=60, linger_ms=0)
-    for _ in range(3):
+    for _ in range(4):
         append(acc, b"q" * 50, 0)
     idem = IdempotenceState(True)
     idem.set_producer_id(1, 0)
+    warm = acc.drain([TP], 10**6, idem)[0]
+    idem.on_response(warm, 0, 0)
     b0 = acc.drain([TP], 10**6, idem)[0]
     b1 = acc.drain([TP], 10**6, idem)[0]
     acc.reenqueue(b1, retry_at_ms=50)
     acc.reenqueue(b0, retry_at_ms=50)
-    assert [b.base_sequence for b in acc.queues[TP]][:2] == [0, 1]
+    assert [b.base_sequence for b in acc.queues[TP]][:2] == [1, 2]
     # Backing off: not ready until the retry time.
     assert acc.ready(49, lambda tp: 1).ready == {}
     assert acc.ready(50, lambda tp: 1).ready == {1: [TP]}
@@ -134,7 +139,7 @@ def test_split_halves_a_batch_keeping_records_outcomes_and_memory() -> None:
     indexes = [acc.append(TP, 1000 + i, b"k%d" % i, b"v%d" % i, (("h", b"x"),), 30, lambda: 0)[1] for i in range(5)]
     assert indexes == [0, 1, 2, 3, 4]
     batch = acc.drain([TP], 10**6, IdempotenceState(False))[0]
-    acc.split(batch, retry_at_ms=7)
+    acc.split(batch, IdempotenceState(False))
     halves = list(acc.queues[TP])
     assert [h.record_count for h in halves] == [2, 3]
     # Each record's handle now reads the outcome of the half that carries it, at its index there.
@@ -143,4 +148,6 @@ def test_split_halves_a_batch_keeping_records_outcomes_and_memory() -> None:
     values = [r.value for h in halves for b in read_batches(h.close().encode()) for r in b.records]
     assert values == [b"v%d" % i for i in range(5)]
     assert sum(h.reserved_bytes for h in halves) == 150 and acc.used_bytes == 150
-    assert all(h.retry_at_ms == 7 for h in halves) and batch not in acc.incomplete
+    # A split is not a retry: the halves go out at once, without a backoff (Java's splitAndReenqueue).
+    assert acc.ready(0, lambda tp: 1).ready == {1: [TP]} and batch not in acc.incomplete
+

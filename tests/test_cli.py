@@ -237,9 +237,15 @@ def test_perf_test_without_a_terminal_prints_no_escape_codes(tansu_bootstrap: st
     assert "200 records sent" in done.stdout and "99.9th" in done.stdout
 
 
-def test_perf_test_transactions_say_they_are_not_available_yet(tansu_bootstrap: str) -> None:
-    done = cli("perf-test", "--topic", "t", "--num-records", "5", "--transactional-id", "tx", "-b", tansu_bootstrap)
-    assert done.returncode == 2 and "transactions are not supported yet" in done.stderr
+def test_perf_test_runs_its_records_in_one_committed_transaction(bootstrap: str) -> None:
+    topic = f"perf-txn-{uuid.uuid4().hex[:8]}"
+    done = cli(
+        "perf-test", "--topic", topic, "--num-records", "50", "--transactional-id", f"tx-{topic}", "-b", bootstrap
+    )
+    assert done.returncode == 0, done.stderr
+    assert "50 records sent" in done.stdout
+    committed = read_back(bootstrap, topic, isolation_level="read_committed")
+    assert len(committed) == 50 and all(r.value is not None and len(r.value) == 100 for r in committed)
 
 
 # -- check ----------------------------------------------------------------------------------------------------------
@@ -420,3 +426,15 @@ def test_check_unknown_topic_when_the_client_asks_not_to_create_it(tansu_bootstr
     )
     assert done.returncode == 1
     assert "does not exist, and this client asks not to create it" in done.stdout
+
+
+def test_without_the_cli_extra_the_command_says_what_to_install() -> None:
+    code = "import sys; sys.modules['rich'] = None; from aioproducer.cli import main; sys.exit(main(['--version']))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "pip install 'aioproducer[cli]'" in done.stderr
+
+
+def test_help_lists_the_commands() -> None:
+    done = cli("--help")
+    assert done.returncode == 0 and all(name in done.stdout for name in ("produce", "perf-test", "check"))
+    assert cli("perf-test", "--topic", "t").returncode == 2  # --num-records is required: argparse's usage error

@@ -125,8 +125,9 @@ async def test_the_connection_setup_timeout_doubles_per_failed_attempt() -> None
             await producer.close()
     lasted = [closed - accepted for accepted, closed in seen[:6]]
     assert len(lasted) == 6, lasted
-    assert lasted[0] < 0.2, lasted  # the base timeout (100 ms, or start()'s max_block_ms)
-    assert all(0.6 < t < 1.2 for t in lasted[4:6]), lasted  # doubled thrice, then capped: 800 ms ± 20 %
+    # Lower bounds are the rule; upper bounds leave room for a loaded machine's late timers.
+    assert lasted[0] < 0.45, lasted  # the base timeout (100 ms, or start()'s max_block_ms)
+    assert all(0.6 < t < 1.6 for t in lasted[4:6]), lasted  # doubled thrice, then capped: 800 ms ± 20 %
     assert lasted[2] < lasted[3] < lasted[4] + 0.2, lasted
 
 

@@ -164,7 +164,12 @@ async def test_fastapi_app_publishes_to_kafka(
         async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
             answers = [await client.post("/events/clicks", json={"user": f"u{i}", "n": i}) for i in range(5)]
             later = await client.post("/events/clicks/async", json={"user": "u5", "n": 5})
+            ready = await client.get("/ready")
+            scraped = await client.get("/metrics")
     assert [a.status_code for a in answers] == [200] * 5 and later.status_code == 202
+    assert ready.status_code == 200 and ready.json()["ready"] is True and ready.json()["brokers"]
+    sent = [line for line in scraped.text.splitlines() if line.startswith("aioproducer_topic_record_send_total{")]
+    assert len(sent) == 1 and f'topic="{topic}"' in sent[0] and float(sent[0].split()[-1]) >= 5
     records = read_back_records(topic)
     assert sorted(json.loads(r.value or b"")["n"] for r in records) == list(range(6))
     assert {r.key for r in records} == {f"u{i}".encode() for i in range(6)}

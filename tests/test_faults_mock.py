@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 import pytest
 from fault_helpers import (
@@ -23,11 +24,12 @@ from fault_helpers import (
 )
 
 from aioproducer import Producer, RecordMetadata
-from aioproducer.errors import DeliveryTimeoutError, MetadataTimeoutError, ProducerClosedError
+from aioproducer.errors import DeliveryTimeoutError, KafkaError, MetadataTimeoutError, ProducerClosedError
 from aioproducer.testing import ConsumedRecord, MockCluster, TrackedRequest
 
 PRODUCE, METADATA = 0, 3
 NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS = 6, 7, 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND, INVALID_RECORD = 20, 87
 # Quick retries and reconnects, so each fault costs tens of milliseconds rather than seconds.
 FAST = {
     "linger_ms": 1,
@@ -41,6 +43,13 @@ FAST = {
 
 def count(requests: list[TrackedRequest], api_key: int) -> int:
     return sum(1 for r in requests if r.api_key == api_key)
+
+
+async def wait_until(condition: Callable[[], bool], timeout_s: float) -> None:
+    """Poll `condition` (a mock cluster offers no event to wait on) until it holds or `timeout_s` passes."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.02)
 
 
 def undelivered(results: list[object]) -> list[object]:
@@ -250,6 +259,28 @@ async def test_close_timeout_with_a_record_in_flight_says_its_outcome_is_unknown
     assert "unknown" in str(error), f"an in-flight record was reported as not delivered: {error}"
 
 
+@pytest.mark.parametrize(
+    ("codes", "unknown"),
+    [((REQUEST_TIMED_OUT, *[NOT_ENOUGH_REPLICAS] * 60), True), ((NOT_ENOUGH_REPLICAS,) * 60, False)],
+)
+async def test_a_delivery_timeout_after_an_answer_that_may_follow_a_write_says_the_outcome_is_unknown(
+    mock_cluster: MockCluster, codes: tuple[int, ...], unknown: bool
+) -> None:
+    """Regression: Kafka answers REQUEST_TIMED_OUT when acks=all waited too long for followers after the leader
+    appended the batch; retries then met NOT_ENOUGH_REPLICAS, and the delivery timeout failed the record with no
+    word that it may be in the log (seen on real Kafka in test_kafka_failover.py). NOT_ENOUGH_REPLICAS alone is
+    refused before the append: that failure stays a plain one."""
+    mock_cluster.create_topic("isr", 1)
+    settings = {**FAST, "delivery_timeout_ms": 1500, "request_timeout_ms": 500, "linger_ms": 0}
+    async with running_producer(mock_cluster.bootstrap_servers, **settings) as producer:
+        await producer.partitions_for("isr")
+        mock_cluster.push_request_errors(PRODUCE, *codes)
+        with pytest.raises(DeliveryTimeoutError) as caught:
+            await producer.send("isr", b"x")
+    assert ("outcome is unknown" in str(caught.value)) is unknown, str(caught.value)
+    assert "fewer in-sync replicas" in str(caught.value) or "NOT_ENOUGH_REPLICAS" in str(caught.value)
+
+
 # -- latency spikes ----------------------------------------------------------------------------------------------
 async def test_latency_spikes_with_five_in_flight_keep_order_per_key(mock_cluster: MockCluster) -> None:
     mock_cluster.create_topic("laggy", 2)
@@ -348,3 +379,110 @@ def test_the_judge_notices_every_kind_of_failure() -> None:
     assert not judge([*good, good[0]], sent).ok
     kept, dropped = without_resends([*good, good[0], good[2], consumed(1, b"key-0", b"j-00000")])
     assert dropped == 2 and judge(kept, sent).duplicated == {b"j-00000": 2}
+
+
+# -- sequences, expiry and the sender's loop (issue: never lose, duplicate or reorder) ------------------------------
+async def test_a_leader_back_from_an_outage_is_found_without_waiting_for_metadata_max_age(
+    mock_cluster: MockCluster,
+) -> None:
+    """Regression: a partition sat until delivery_timeout_ms under short outages. While its leader was down, a
+    refresh left the partition leaderless (the mock leaves a down broker out of Metadata); once the broker was back,
+    the sender saw the unknown leader and asked for metadata, but only after it had computed how long to sleep: it
+    slept until metadata_max_age_ms unless something else woke it. The request must go out in the same round, as
+    Java's NetworkClient polls its metadata updater after the sender's own work."""
+    mock_cluster.create_topic("back", 3)
+    for partition in range(3):
+        mock_cluster.set_partition_leader("back", partition, partition + 1)
+    async with running_producer(mock_cluster.bootstrap_servers, **FAST) as producer:
+        for partition in range(3):
+            await producer.send("back", b"warm", partition=partition)
+        mock_cluster.start_request_tracking()
+        await asyncio.to_thread(mock_cluster.set_broker_down, 1)
+        # The lost connection makes the producer refresh metadata while broker 1 is down.
+        await wait_until(lambda: count(mock_cluster.requests(), METADATA) > 0, 5)
+        await asyncio.sleep(0.2)
+        await asyncio.to_thread(mock_cluster.set_broker_up, 1)
+        await asyncio.sleep(0.2)
+        metadata = await asyncio.wait_for(await producer.enqueue("back", b"after", partition=0), 10)
+    assert metadata.partition == 0 and metadata.offset == 1
+
+
+async def test_no_broker_reachable_with_idempotence_does_not_spin(unused_tcp_port: int) -> None:
+    """Regression: with idempotence on and no broker reachable, asking for a producer id found no connection,
+    returned at once and woke the sender, which asked again: 100 % of a core for as long as the outage lasted."""
+    async with running_producer(f"127.0.0.1:{unused_tcp_port}", close_timeout_s=0.5, max_block_ms=500) as producer:
+        assert producer.config.idempotence
+        started_cpu, started = time.process_time(), time.monotonic()
+        await asyncio.sleep(2.0)
+        used, elapsed = time.process_time() - started_cpu, time.monotonic() - started
+    assert used < 0.05 * elapsed, f"{used:.2f} s of CPU in {elapsed:.2f} s with no broker reachable"
+
+
+@pytest.mark.parametrize("code", [REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND])
+async def test_errors_after_a_possible_write_fail_as_outcome_unknown(mock_cluster: MockCluster, code: int) -> None:
+    """Regression: REQUEST_TIMED_OUT and NOT_ENOUGH_REPLICAS_AFTER_APPEND (the broker may have written the batch)
+    did not mark the batch as possibly written, so its delivery timeout said the records "expired before they could
+    be sent"."""
+    mock_cluster.create_topic("maybe", 1)
+    settings = {**FAST, "delivery_timeout_ms": 1000, "request_timeout_ms": 500, "linger_ms": 0}
+    async with running_producer(mock_cluster.bootstrap_servers, **settings) as producer:
+        await producer.send("maybe", b"warm")
+        mock_cluster.push_request_errors(PRODUCE, *[code] * 200)
+        with pytest.raises(DeliveryTimeoutError) as caught:
+            await producer.send("maybe", b"v")
+        mock_cluster.clear_request_errors(PRODUCE)
+    message = str(caught.value)
+    assert "may have been written" in message and "before they could be sent" not in message, message
+
+
+async def test_a_record_whose_request_went_unanswered_never_expires_as_not_sent(mock_cluster: MockCluster) -> None:
+    """Regression: a record whose request had gone out and timed out unanswered, then waited for a retry, expired
+    with "before they could be sent", though the broker may have written it."""
+    mock_cluster.create_topic("unanswered", 1)
+    mock_cluster.set_partition_leader("unanswered", 0, 1)
+    settings = {**FAST, "delivery_timeout_ms": 1500, "request_timeout_ms": 300, "linger_ms": 0}
+    async with running_producer(mock_cluster.bootstrap_servers, **settings) as producer:
+        await producer.send("unanswered", b"warm")
+        mock_cluster.set_broker_rtt(1, 60_000)
+        with pytest.raises(DeliveryTimeoutError) as caught:
+            await producer.send("unanswered", b"v")
+        mock_cluster.set_broker_rtt(1, 0)
+    message = str(caught.value)
+    assert "may have been written" in message and "before they could be sent" not in message, message
+
+
+async def test_a_retry_to_a_new_leader_skips_the_retry_backoff(mock_cluster: MockCluster) -> None:
+    """Regression: a batch refused with NOT_LEADER_OR_FOLLOWER waited out its retry backoff even though the leader
+    had moved (KIP-951 tells the new one; a refresh does too); Java skips the backoff when the leader changed
+    (ProducerBatch.hasLeaderChangedForTheOngoingRetry)."""
+    mock_cluster.create_topic("moved", 1)
+    mock_cluster.set_partition_leader("moved", 0, 1)
+    settings = {**FAST, "retry_backoff_ms": 5000, "retry_backoff_max_ms": 5000, "linger_ms": 0}
+    async with running_producer(mock_cluster.bootstrap_servers, **settings) as producer:
+        await producer.send("moved", b"warm")
+        mock_cluster.set_partition_leader("moved", 0, 2)  # the producer still believes broker 1 leads
+        started = time.monotonic()
+        metadata = await producer.send("moved", b"after the move")
+        elapsed = time.monotonic() - started
+    assert metadata.offset == 1
+    assert elapsed < 2.5, f"the retry to the new leader waited {elapsed:.2f} s: the 4-6 s retry backoff"
+
+
+async def test_failed_batches_are_logged_once_at_warning_and_rate_limited(
+    mock_cluster: MockCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: a batch that failed for good was never logged; an application that did not check every result
+    lost records silently. Each failure is logged once at WARNING with its topic-partition, record count and error,
+    and a storm of them is summarised rather than logged line by line."""
+    mock_cluster.create_topic("logged", 1)
+    async with running_producer(mock_cluster.bootstrap_servers, **{**FAST, "linger_ms": 0}) as producer:
+        await producer.send("logged", b"warm")
+        caplog.set_level(logging.WARNING, logger="aioproducer")
+        mock_cluster.push_request_errors(PRODUCE, *[INVALID_RECORD] * 5)
+        for i in range(5):
+            with pytest.raises(KafkaError):
+                await producer.send("logged", b"bad-%d" % i)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "failed to deliver" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    message = warnings[0].getMessage()
+    assert "1 record(s) to logged-0" in message and "InvalidRecordError" in message, message

@@ -1,38 +1,449 @@
-"""Sequence bookkeeping per partition, as Java's TransactionManager keeps it."""
+"""Each sequence/epoch rule of aioproducer.idempotence (R1..R10 in its docstring), one scenario at a time.
+
+test_idempotence_model.py explores their combinations against a model broker; these pin each rule's intent.
+"""
 
 from __future__ import annotations
 
-from aioproducer.idempotence import IdempotenceState, increment_sequence
+from dataclasses import dataclass
+
+from aioproducer.errors import DeliveryTimeoutError, TransportError
+from aioproducer.idempotence import (
+    IDLE_PROBE_MS,
+    MAX_TRACKED_PER_PARTITION,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    Action,
+    IdempotenceState,
+    wire_sequence,
+)
+from aioproducer.kafka_errors import OutOfOrderSequenceNumberError, ProducerFencedError
+
+TP = ("t", 0)
+OTHER = ("t", 1)
+NONE, NOT_LEADER, REQUEST_TIMED_OUT, OUT_OF_ORDER, DUPLICATE, UNKNOWN_PRODUCER, FENCED = 0, 6, 7, 45, 46, 59, 90
 
 
-def test_sequences_wrap_to_zero_after_int_max_like_java() -> None:
-    assert increment_sequence(0, 5) == 5
-    assert increment_sequence(2**31 - 1, 1) == 0
-    assert increment_sequence(2**31 - 3, 5) == 2
-    state = IdempotenceState(True)
-    state.set_producer_id(1, 0)
-    state._state(("t", 0)).next_sequence = 2**31 - 2
-    assert state.assign(("t", 0), 4) == 2**31 - 2
-    assert state.assign(("t", 0), 1) == 2
+@dataclass(eq=False)
+class Batch:
+    tp: tuple[str, int] = TP
+    count: int = 1
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
+    maybe_written: bool = False
+    attempts: int = 0
+    created_ms: int = 0
+
+    @property
+    def record_count(self) -> int:
+        return self.count
+
+    @property
+    def stamp(self) -> tuple[int, int, int]:
+        return self.producer_id, self.producer_epoch, self.base_sequence
 
 
-def test_only_the_first_in_flight_batch_may_be_resent() -> None:
-    state = IdempotenceState(True)
-    state.set_producer_id(1, 0)
-    tp = ("t", 0)
-    a, b = state.assign(tp, 3), state.assign(tp, 2)
-    assert (a, b) == (0, 3)
-    assert state.may_send_retry(tp, a) and not state.may_send_retry(tp, b)
-    state.on_success(tp, a, 3)
-    assert state.may_send_retry(tp, b) and state.is_first_in_flight(tp, b)
+def state(**kwargs: object) -> IdempotenceState:
+    idem = IdempotenceState(True, delivery_timeout_ms=1000, **kwargs)  # type: ignore[arg-type]
+    idem.set_producer_id(7, 0)
+    return idem
 
 
-def test_a_dropped_batch_asks_for_an_epoch_bump_and_a_new_id_resets_sequences() -> None:
-    state = IdempotenceState(True)
-    state.set_producer_id(1, 0)
-    tp = ("t", 0)
-    seq = state.assign(tp, 1)
-    state.on_dropped(tp, seq)
-    assert state.reset_pending
-    state.set_producer_id(1, 1)
-    assert not state.reset_pending and state.assign(tp, 1) == 0
+def send(idem: IdempotenceState, *batches: Batch) -> None:
+    for batch in batches:
+        assert idem.may_drain(batch), batch
+        idem.on_drain(batch)
+
+
+def answer(idem: IdempotenceState, batch: Batch, code: int, **kwargs: int) -> Action:
+    decision = idem.on_response(batch, code, 0, **kwargs)
+    if decision.action is Action.RETRY:
+        batch.attempts += 1
+    return decision.action
+
+
+def test_sequences_count_on_and_wrap_to_zero_on_the_wire_like_java() -> None:
+    assert wire_sequence(5) == 5
+    assert wire_sequence(2**31 - 1) == 2**31 - 1
+    assert wire_sequence(2**31) == 0
+    assert wire_sequence(2**31 + 2) == 2
+    assert wire_sequence(NO_SEQUENCE) == NO_SEQUENCE
+
+
+def test_no_new_batch_is_stamped_before_a_producer_id() -> None:  # R1
+    idem = IdempotenceState(True)
+    assert idem.needs_producer_id and not idem.may_drain(Batch())
+    idem.set_producer_id(3, 1)
+    assert not idem.needs_producer_id and idem.may_drain(Batch())
+
+
+def test_a_batch_is_stamped_once_and_keeps_its_stamp_for_every_retry() -> None:  # R2
+    idem = state()
+    first, second = Batch(count=3), Batch(count=2)
+    send(idem, first)
+    assert answer(idem, first, NONE) is Action.DONE  # one at a time until the stream's first acknowledgement
+    send(idem, second)
+    assert second.stamp == (7, 0, 3)
+    assert answer(idem, second, NOT_LEADER) is Action.RETRY
+    send(idem, second)
+    assert second.stamp == (7, 0, 3)
+
+
+def test_only_the_first_tracked_batch_may_be_resent() -> None:  # R4
+    idem = state()
+    warm, a, b = Batch(), Batch(count=2), Batch(count=2)
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, a, b)
+    assert answer(idem, b, NOT_LEADER) is Action.RETRY
+    assert not idem.may_drain(b)  # `a` is still out: `b` may not overtake it
+    assert answer(idem, a, NONE) is Action.DONE
+    assert idem.may_drain(b)
+
+
+def test_new_batches_wait_for_the_first_acknowledgement_of_a_stream() -> None:  # R5
+    """A broker with no state for a producer takes any sequence: a second batch could overtake the first."""
+    idem = state()
+    a, b = Batch(), Batch()
+    send(idem, a)
+    assert not idem.may_drain(b)
+    answer(idem, a, NONE)
+    assert idem.may_drain(b)
+
+
+def test_after_an_idle_spell_the_next_batch_goes_alone_until_acknowledged() -> None:  # R5
+    """Retention or producer.id.expiration.ms may have made the broker forget the producer meanwhile."""
+    idem = state()
+    warm, a, b = Batch(), Batch(), Batch()
+    send(idem, warm)
+    idem.on_response(warm, NONE, 100)
+    idem.on_drain(a, 100 + IDLE_PROBE_MS - 1)
+    assert idem.may_drain(b)  # acknowledged a moment ago: the broker remembers
+    idem.on_response(a, NONE, 200)
+    later = 200 + IDLE_PROBE_MS
+    idem.on_drain(b, later)
+    assert not idem.may_drain(Batch())
+    idem.on_response(b, NONE, later)
+    assert idem.may_drain(Batch())
+
+
+def test_a_retried_batch_holds_back_new_batches() -> None:  # R5
+    """A written batch whose answer was an error must stay among the last 5 the broker remembers."""
+    idem = state()
+    warm, a, b = Batch(), Batch(), Batch()
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, a, b)
+    assert answer(idem, a, REQUEST_TIMED_OUT) is Action.RETRY
+    answer(idem, b, NONE)
+    assert not idem.may_drain(Batch())
+    send(idem, a)
+    assert not idem.may_drain(Batch())
+    answer(idem, a, NONE)
+    assert idem.may_drain(Batch())
+
+
+def test_at_most_five_batches_of_a_partition_are_tracked() -> None:  # R5
+    idem = state()
+    warm = Batch()
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    batches = [Batch() for _ in range(MAX_TRACKED_PER_PARTITION)]
+    send(idem, *batches)
+    assert not idem.may_drain(Batch())
+    assert idem.may_drain(Batch(tp=OTHER))  # per partition
+    answer(idem, batches[0], NONE)
+    assert idem.may_drain(Batch())
+
+
+def test_split_parts_take_slices_of_the_batch_sequence_range_with_no_epoch_bump() -> None:  # R6
+    idem = state()
+    warm, big, after = Batch(), Batch(count=10), Batch(count=1)
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, big, after)
+    assert answer(idem, big, 10) is Action.SPLIT
+    parts = [Batch(count=4), Batch(count=6)]
+    idem.on_split(big, parts)
+    assert [p.stamp for p in parts] == [(7, 0, 1), (7, 0, 5)]
+    assert idem.tracked(TP) == [parts[0], parts[1], after]
+    assert idem.producer_epoch == 0
+    assert idem.may_drain(parts[0]) and not idem.may_drain(parts[1])
+
+
+def test_duplicate_sequence_number_is_a_delivery_with_unknown_offset() -> None:  # R7
+    idem = state()
+    batch = Batch()
+    send(idem, batch)
+    assert answer(idem, batch, DUPLICATE) is Action.DONE
+    assert idem.tracked(TP) == []
+
+
+def test_answers_after_which_the_broker_may_have_written_mark_the_batch() -> None:  # R7
+    for code, written in ((REQUEST_TIMED_OUT, True), (20, True), (-1, True), (NOT_LEADER, False), (19, False)):
+        idem = state()
+        batch = Batch()
+        send(idem, batch)
+        answer(idem, batch, code)
+        assert batch.maybe_written is written, code
+    idem = state()
+    batch = Batch()
+    send(idem, batch)
+    assert idem.on_no_response(batch, TransportError("gone"), 0).action is Action.RETRY
+    assert batch.maybe_written
+
+
+def test_out_of_order_for_a_later_batch_waits_for_the_earlier_one() -> None:  # R7
+    idem = state()
+    warm, a, b = Batch(), Batch(), Batch()
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, a, b)
+    assert answer(idem, b, OUT_OF_ORDER) is Action.RETRY
+    assert not idem.is_waiting(TP) and idem.producer_epoch == 0
+    assert answer(idem, a, NONE) is Action.DONE
+    send(idem, b)
+    assert b.stamp == (7, 0, 2)
+
+
+def test_out_of_order_for_the_first_batch_restarts_the_stream_under_a_bumped_epoch() -> None:  # R7, R9
+    idem = state()
+    warm, a, b = Batch(), Batch(count=2), Batch(count=3)
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, a, b)
+    assert answer(idem, a, OUT_OF_ORDER) is Action.RETRY
+    idem.maybe_resolve()
+    assert a.stamp == (7, 0, 1)  # `b` is still on the wire: nothing is renumbered yet
+    assert answer(idem, b, OUT_OF_ORDER) is Action.RETRY
+    idem.maybe_resolve()
+    assert (idem.producer_id, idem.producer_epoch) == (7, 1)  # bumped locally (KIP-360)
+    assert (a.stamp, b.stamp) == ((7, 1, 0), (7, 1, 2))
+    assert idem.may_drain(a) and not idem.may_drain(b) and not idem.may_drain(Batch())
+
+
+def test_a_break_renumbers_only_the_batches_from_the_break_on() -> None:  # R9, unlike Java
+    """A batch before the break may have been written with its ack lost: it keeps its stamp and settles first."""
+    idem = state()
+    warm, early, failed, late = Batch(), Batch(), Batch(), Batch()
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, early, failed, late)
+    assert idem.on_no_response(early, TransportError("ack lost"), 0).action is Action.RETRY
+    assert answer(idem, failed, 87) is Action.FAIL  # INVALID_RECORD: refused, a hole at its sequence
+    assert answer(idem, late, OUT_OF_ORDER) is Action.RETRY
+    idem.maybe_resolve()
+    assert early.stamp == (7, 0, 1) and late.stamp == (7, 0, 3)  # waits for `early`
+    assert idem.may_drain(early) and not idem.may_drain(late)
+    send(idem, early)
+    assert answer(idem, early, NONE) is Action.DONE
+    idem.maybe_resolve()
+    assert early.stamp == (7, 0, 1) and late.stamp == (7, 1, 0)
+
+
+def test_a_batch_that_may_have_been_written_makes_its_partition_unresolved() -> None:  # R8
+    idem = state()
+    warm, lost, after = Batch(), Batch(count=2), Batch()
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, lost, after)
+    idem.on_no_response(lost, TransportError("no answer"), 0)
+    error = idem.on_expired(lost, 5000, on_wire=False, last_error=None)
+    assert isinstance(error, DeliveryTimeoutError) and "may have been written" in str(error)
+    assert idem.is_waiting(TP) and not idem.may_drain(Batch())
+    # The next batch is acknowledged: the broker had the lost one, sequences are consistent.
+    assert answer(idem, after, NONE) is Action.DONE
+    idem.maybe_resolve()
+    assert not idem.is_waiting(TP) and idem.producer_epoch == 0
+
+
+def test_out_of_order_right_after_an_unresolved_batch_proves_it_unwritten() -> None:  # R8
+    idem = state()
+    warm, lost, after = Batch(), Batch(count=2), Batch()
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, lost, after)
+    idem.on_expired(lost, 5000, on_wire=True, last_error=None)
+    assert answer(idem, after, OUT_OF_ORDER) is Action.RETRY
+    idem.on_late_response(lost, NOT_LEADER)
+    idem.maybe_resolve()
+    assert after.stamp == (7, 1, 0)
+
+
+def test_an_unresolved_partition_with_nothing_left_restarts_under_a_new_epoch() -> None:  # R8, R9
+    idem = state()
+    warm, lost = Batch(), Batch()
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, lost)
+    idem.on_expired(lost, 5000, on_wire=True, last_error=None)
+    idem.maybe_resolve()
+    assert idem.producer_epoch == 0  # its answer may still come and settle the question
+    idem.on_late_response(lost, -1)
+    idem.maybe_resolve()
+    assert idem.producer_epoch == 1 and not idem.is_waiting(TP)
+    fresh = Batch()
+    send(idem, fresh)
+    assert fresh.stamp == (7, 1, 0)
+
+
+def test_a_late_acknowledgement_resolves_without_a_bump() -> None:  # R8
+    idem = state()
+    warm, slow = Batch(), Batch()
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, slow)
+    idem.on_expired(slow, 5000, on_wire=True, last_error=None)
+    idem.on_late_response(slow, NONE, 10)
+    idem.maybe_resolve()
+    assert idem.producer_epoch == 0 and not idem.is_waiting(TP)
+
+
+def test_a_batch_overtaken_by_an_acknowledged_later_one_fails_instead_of_reordering() -> None:  # R7, R8
+    idem = state()
+    warm, a, b = Batch(), Batch(), Batch()
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, a, b)
+    answer(idem, a, NOT_LEADER)
+    assert answer(idem, b, NONE) is Action.DONE  # a broker without our state took `b` first
+    send(idem, a)
+    decision = idem.on_response(a, OUT_OF_ORDER, 0)
+    assert decision.action is Action.FAIL and isinstance(decision.error, OutOfOrderSequenceNumberError)
+    idem.maybe_resolve()
+    assert idem.producer_epoch == 0 and not idem.is_waiting(TP)
+
+
+def test_unknown_producer_id_restarts_the_stream_unless_the_log_start_is_unknown() -> None:  # R7
+    idem = state()
+    warm, a = Batch(), Batch()
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, a)
+    assert answer(idem, a, UNKNOWN_PRODUCER, log_start_offset=-1) is Action.RETRY
+    assert not idem.is_waiting(TP)
+    send(idem, a)
+    assert answer(idem, a, UNKNOWN_PRODUCER, log_start_offset=100) is Action.RETRY
+    idem.maybe_resolve()
+    assert a.stamp == (7, 1, 0)
+
+
+def test_a_broker_refusing_a_locally_bumped_epoch_gets_a_new_producer_id() -> None:  # R9
+    """Tansu answers PRODUCER_FENCED to an epoch it did not give out; Kafka takes it."""
+    idem = state()
+    warm, a = Batch(), Batch()
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, a)
+    answer(idem, a, OUT_OF_ORDER)
+    idem.maybe_resolve()
+    assert a.stamp == (7, 1, 0)
+    send(idem, a)
+    assert answer(idem, a, FENCED) is Action.RETRY
+    assert idem.needs_producer_id and idem.local_bumps_refused
+    idem.maybe_resolve()
+    assert a.stamp == (7, 1, 0)  # waits for the new id
+    idem.set_producer_id(8, 0)
+    idem.maybe_resolve()
+    assert a.stamp == (8, 0, 0)
+    # From now on a break asks for a new id rather than bumping locally.
+    send(idem, a)
+    answer(idem, a, NONE)
+    b = Batch()
+    send(idem, b)
+    answer(idem, b, OUT_OF_ORDER)
+    idem.maybe_resolve()
+    assert idem.needs_producer_id and idem.producer_epoch == 0
+
+
+def test_epoch_exhaustion_asks_for_a_new_producer_id() -> None:  # R9 (Java: resetIdempotentProducerId)
+    idem = IdempotenceState(True)
+    idem.set_producer_id(7, 32767)
+    a = Batch()
+    send(idem, a)
+    answer(idem, a, OUT_OF_ORDER)
+    idem.maybe_resolve()
+    assert idem.needs_producer_id and not idem.may_drain(Batch(tp=OTHER))
+
+
+def test_other_partitions_take_a_new_epoch_once_quiet() -> None:  # R5
+    idem = state()
+    warm_a, warm_b, a, b = Batch(), Batch(tp=OTHER), Batch(), Batch(tp=OTHER)
+    send(idem, warm_a, warm_b)
+    answer(idem, warm_a, NONE)
+    answer(idem, warm_b, NONE)
+    send(idem, a, b)
+    answer(idem, a, OUT_OF_ORDER)
+    idem.maybe_resolve()
+    assert idem.producer_epoch == 1 and b.stamp == (7, 0, 1)
+    assert not idem.may_drain(Batch(tp=OTHER))  # `b` of the old epoch is still out
+    answer(idem, b, NONE)
+    fresh = Batch(tp=OTHER)
+    send(idem, fresh)
+    assert fresh.stamp == (7, 1, 0)
+
+
+def test_retries_and_delivery_timeout_bound_retries() -> None:  # R7 (Java: Sender.canRetry)
+    idem = IdempotenceState(True, retries=1, delivery_timeout_ms=1000)
+    idem.set_producer_id(7, 0)
+    batch = Batch()
+    send(idem, batch)
+    assert answer(idem, batch, NOT_LEADER) is Action.RETRY
+    send(idem, batch)
+    decision = idem.on_response(batch, NOT_LEADER, 0)
+    assert decision.action is Action.FAIL and type(decision.error).__name__ == "NotLeaderOrFollowerError"
+    other = Batch(tp=OTHER)
+    send(idem, other)
+    decision = idem.on_response(other, REQUEST_TIMED_OUT, 1000)
+    assert decision.action is Action.FAIL and isinstance(decision.error, DeliveryTimeoutError)
+    assert "may have been written" in str(decision.error)
+
+
+def test_timeout_messages_say_what_became_of_the_records() -> None:
+    idem = state()
+    never = Batch(count=3)
+    assert "not sent" in str(idem.timeout_error(never, 1500, None))
+    refused = Batch(attempts=2)
+    assert "refused" in str(idem.timeout_error(refused, 1500, None))
+    unknown = Batch(maybe_written=True, attempts=1)
+    message = str(idem.timeout_error(unknown, 1500, TransportError("no answer")))
+    assert "may have been written" in message and "t-0" in message and "no answer" in message
+
+
+def test_without_idempotence_nothing_is_stamped_and_answers_are_only_classified() -> None:
+    idem = IdempotenceState(False)
+    batch = Batch(count=4)
+    assert idem.may_drain(batch)
+    idem.on_drain(batch)
+    assert batch.stamp == (NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE)
+    assert idem.on_response(batch, NOT_LEADER, 0).action is Action.RETRY
+    assert idem.on_response(batch, 10, 0).action is Action.SPLIT
+    assert idem.on_response(batch, 87, 0).action is Action.FAIL
+
+
+def test_transactional_errors_make_the_state_abortable_or_fatal() -> None:  # R10
+    idem = state(transactional_id="tx")
+    warm, a, b = Batch(), Batch(), Batch()
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, a, b)
+    decision = idem.on_response(a, OUT_OF_ORDER, 0)
+    assert decision.action is Action.FAIL  # Java: no retry for the next batch's OUT_OF_ORDER in a transaction
+    assert isinstance(idem.abortable_error, OutOfOrderSequenceNumberError) and idem.epoch_bump_required
+    idem.maybe_resolve()
+    assert idem.producer_epoch == 0 and b.stamp == (7, 0, 2)  # no local bump: the coordinator gives the epoch
+    assert idem.on_response(b, FENCED, 0).action is Action.FAIL
+    assert isinstance(idem.fatal_error, ProducerFencedError)
+
+
+def test_a_transactional_identity_from_end_txn_restarts_quiet_streams() -> None:  # R10 (EndTxn v5)
+    idem = state(transactional_id="tx")
+    a = Batch()
+    send(idem, a)
+    answer(idem, a, NONE)
+    idem.set_producer_id(7, 1)
+    b = Batch()
+    send(idem, b)
+    assert b.stamp == (7, 1, 0) and idem.abortable_error is None

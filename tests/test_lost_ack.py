@@ -50,10 +50,12 @@ class Act(enum.Enum):
     FORWARD = "forward"
     LOSE_ACK = "lose the acknowledgement"  # forward, then drop the connection once the broker has answered
     FAIL_BEFORE = "fail before the broker"  # answer an error without forwarding: nothing written
+    FAIL_BEFORE_SLOW = "fail before the broker, slowly"  # the same, answered only after SLOW_S
     FAIL_AFTER = "fail after the broker"  # forward, then replace the broker's success with an error
 
 
 Plan = Callable[[int], tuple[Act, int]]  # n-th Produce request (over all connections) -> (act, error code)
+SLOW_S = 0.3  # long enough for the producer to send the requests behind a slowly refused one
 
 
 class FaultyProxy:
@@ -130,6 +132,9 @@ class FaultyProxy:
             if act is Act.FAIL_BEFORE:
                 reply.set_result(_produce_error(request, code))
                 continue
+            if act is Act.FAIL_BEFORE_SLOW:
+                asyncio.get_running_loop().call_later(SLOW_S, reply.set_result, _produce_error(request, code))
+                continue
             forwarded.append((reply, self._transform(header.api_key, header.api_version, act, request, code)))
             upstream.write(frame(request))
 
@@ -169,6 +174,39 @@ class FaultyProxy:
             await client.drain()
 
 
+class RetryLostTwiceProxy(FaultyProxy):
+    """Answers REQUEST_TIMED_OUT — after the broker wrote it — to the first two requests carrying one batch (the
+    first of partition 0 from sequence 100 on): its first attempt and its first retry."""
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(upstream, lambda n: (Act.FORWARD, 0))
+        self.target: int | None = None
+        self.hits = 0
+
+    def _transform(
+        self, api_key: int, version: int, act: Act, request: bytes, code: int
+    ) -> Callable[[bytes], bytes | None]:
+        if api_key == ApiKey.PRODUCE and self.hits < 2:
+            sequence = _base_sequence(request, partition=0)
+            if self.target is None and sequence is not None and sequence >= 100:
+                self.target = sequence
+            if sequence is not None and sequence == self.target:
+                self.hits += 1
+                self.faults[Act.FAIL_AFTER] += 1
+                act, code = Act.FAIL_AFTER, REQUEST_TIMED_OUT
+        return super()._transform(api_key, version, act, request, code)
+
+
+def _base_sequence(request: bytes, partition: int) -> int | None:
+    """The base sequence of the batch `request` carries for `partition` (RecordBatch v2: byte 53), if any."""
+    _header, body = decode_request(request)
+    for topic in body["topic_data"]:
+        for part in topic["partition_data"]:
+            if part["index"] == partition and part["records"]:
+                return int.from_bytes(part["records"][53:57], "big", signed=True)
+    return None
+
+
 def _produce_error(request: bytes, code: int) -> bytes:
     """A Produce response failing every partition of `request` with `code`."""
     header, body = decode_request(request)
@@ -194,6 +232,23 @@ def every(period: int, first: int, act: Act, codes: tuple[int, ...] = (0,), limi
         return Act.FORWARD, 0
 
     return plan
+
+
+class Script:
+    """A plan that forwards everything until armed, then applies its faults to the next Produce requests in turn."""
+
+    def __init__(self, *faults: tuple[Act, int]) -> None:
+        self._faults = deque(faults)
+        self.armed = False
+
+    def __call__(self, n: int) -> tuple[Act, int]:
+        if self.armed and self._faults:
+            return self._faults.popleft()
+        return Act.FORWARD, 0
+
+    @property
+    def done(self) -> bool:
+        return not self._faults
 
 
 @dataclass(frozen=True)
@@ -282,21 +337,43 @@ async def test_errors_before_the_write_keep_order_with_five_in_flight(target: Ta
     assert proxy.faults[Act.FAIL_BEFORE] == 9, proxy.faults
 
 
-async def test_a_refused_first_batch_is_not_overtaken_by_the_next_ones(
-    target: Target, request: pytest.FixtureRequest
-) -> None:
+async def test_a_refused_first_batch_is_not_overtaken_by_the_next_ones(target: Target) -> None:
     """Regression: a partition's first batch refused with a retriable error (NOT_LEADER_OR_FOLLOWER, which real Kafka
     answers for a partition created a moment ago) while later batches were in flight. Since KIP-360 Kafka takes any
     sequence as a new producer's first on a partition, so the later batches were written ahead of it; its retry then
     drew OUT_OF_ORDER_SEQUENCE_NUMBER, the epoch bump resent batches, and records were reordered and duplicated.
-    Tansu insists on sequence 0 first (45), which hid it."""
-    if target.name == "kafka":
-        # Strict: passes the day the producer keeps one batch in flight until a partition's first is acknowledged.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="open bug: later batches overtake a refused first"))
+    Tansu insists on sequence 0 first (45), which hid it. A stream now has one batch in flight until its first is
+    acknowledged (idempotence.R5)."""
     plan = every(10**9, first=0, act=Act.FAIL_BEFORE, codes=(NOT_LEADER_OR_FOLLOWER,), limit=1)
     proxy, results = await run_through_proxy(target, "first-refused", plan, 2000)
     assert failures(results) == []
     assert proxy.faults[Act.FAIL_BEFORE] == 1, proxy.faults
+
+
+async def test_a_retry_whose_answer_is_lost_again_is_not_overtaken_by_newer_batches(target: Target) -> None:
+    """Regression: a batch was written but answered with an error, then its retry too. While the retry was in
+    flight the producer sent newer batches of the partition behind it, and Kafka wrote them; it remembers only a
+    producer's last five batches per partition, so the second retry was no longer recognised as a duplicate but
+    refused as OUT_OF_ORDER_SEQUENCE_NUMBER. The producer then either wrote it again after an epoch bump (records
+    duplicated and out of order) or failed records that are in the log. Yet Kafka accepted the newer batches only
+    because this one was written before them: a retry refused as out of order while a later sequence of the same
+    epoch is acknowledged is a duplicate. Tansu checks duplicates against its whole log and hid all this."""
+    topic = f"retry-lost-twice-{target.name}"
+    await asyncio.to_thread(create_topic, target.bootstrap_servers, topic, 1)
+    proxy = RetryLostTwiceProxy(target.bootstrap_servers)
+    await proxy.start()
+    records = workload(topic, 3000, keys=6, topic=topic)
+    try:
+        async with running_producer(proxy.bootstrap_servers, **SETTINGS) as producer:
+            futures = [await producer.enqueue(r.topic, r.value, key=r.key) for r in records]
+            results = await settle(futures, 30)
+    finally:
+        await proxy.close()
+    assert proxy.hits == 2, "the batch was not retried twice"
+    assert failures(results) == []
+    stored = await read_back_async(target.bootstrap_servers, topic)
+    verdict = judge(stored, records)
+    assert verdict.ok, str(verdict)
 
 
 async def test_a_broker_outage_mid_stream_leaves_every_record_exactly_once(target: Target) -> None:
@@ -321,3 +398,64 @@ async def test_a_broker_outage_mid_stream_leaves_every_record_exactly_once(targe
     assert failures(results) == []
     verdict = judge(await read_back_async(target.bootstrap_servers, topic), records)
     assert verdict.ok, str(verdict)
+
+
+MESSAGE_TOO_LARGE, INVALID_RECORD = 10, 87
+
+
+async def test_a_split_batch_keeps_its_place_ahead_of_the_batches_behind_it(target: Target) -> None:
+    """Regression: with idempotence, a batch split after MESSAGE_TOO_LARGE went back to its queue without sequence
+    numbers, while the batches behind it, in flight, came back with OUT_OF_ORDER_SEQUENCE_NUMBER and were queued
+    ahead of its halves: one split of a 40-record stream stored 8..39 before 0..7, and every record was reported
+    delivered. The halves must inherit the batch's sequences and its place (Java's splitAndReenqueue)."""
+    topic = f"split-order-{target.name}"
+    await asyncio.to_thread(create_topic, target.bootstrap_servers, topic, 1)
+    script = Script((Act.FAIL_BEFORE_SLOW, MESSAGE_TOO_LARGE))
+    proxy = FaultyProxy(target.bootstrap_servers, script)
+    await proxy.start()
+    records = workload("split", 40, keys=1, topic=topic)
+    settings = {**SETTINGS, "batch_size": 120, "linger_ms": 0}
+    try:
+        async with running_producer(proxy.bootstrap_servers, **settings) as producer:
+            await producer.send(topic, b"warm-up", key=b"key-0")
+            script.armed = True
+            futures = [await producer.enqueue(r.topic, r.value, key=r.key) for r in records]
+            results = await settle(futures, 15)
+    finally:
+        await proxy.close()
+    assert script.done and proxy.produce_requests > 3, "the batches behind the split one were not in flight"
+    assert failures(results) == []
+    stored = [r for r in await read_back_async(target.bootstrap_servers, topic) if r.value != b"warm-up"]
+    verdict = judge(stored, records)
+    assert verdict.ok, str(verdict)
+    assert_offsets_are_real(target, results, records, stored)
+
+
+async def test_a_retry_that_may_have_been_written_is_not_renumbered_when_another_batch_fails(target: Target) -> None:
+    """Regression: when any batch failed for good (or was split), every queued batch was renumbered under a new
+    producer epoch, including a retry whose first attempt the broker had written but whose acknowledgement was
+    lost: the broker took it again under its new sequence, and the record was stored twice. A batch with a
+    sequence never changes it (Java's ProducerBatch.hasSequence)."""
+    topic = f"no-renumber-{target.name}"
+    await asyncio.to_thread(create_topic, target.bootstrap_servers, topic, 2)
+    # Request 1 (partition 0) is refused, slowly: meanwhile request 2 (partition 1) is written, and its answer is
+    # lost with the connection.
+    script = Script((Act.FAIL_BEFORE_SLOW, INVALID_RECORD), (Act.LOSE_ACK, 0))
+    proxy = FaultyProxy(target.bootstrap_servers, script)
+    await proxy.start()
+    try:
+        async with running_producer(proxy.bootstrap_servers, **{**SETTINGS, "linger_ms": 0}) as producer:
+            await producer.send(topic, b"warm-0", partition=0)
+            await producer.send(topic, b"warm-1", partition=1)
+            script.armed = True
+            refused = await producer.enqueue(topic, b"refused", partition=0)
+            await asyncio.sleep(SLOW_S / 3)
+            lost_ack = await producer.enqueue(topic, b"lost-ack", partition=1)
+            after = await producer.enqueue(topic, b"after", partition=1)
+            results = await settle([refused, lost_ack, after], 15)
+    finally:
+        await proxy.close()
+    assert script.done
+    assert type(results[0]).__name__ == "InvalidRecordError" and isinstance(results[1], RecordMetadata)
+    stored = [r.value for r in await read_back_async(target.bootstrap_servers, topic) if r.partition == 1]
+    assert stored == [b"warm-1", b"lost-ack", b"after"]

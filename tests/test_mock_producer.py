@@ -194,14 +194,6 @@ async def test_lifecycle_follows_the_producer() -> None:
     await mock.close()  # idempotent
 
 
-def test_transactions_raise_the_producers_own_error() -> None:
-    with pytest.raises(errors.FeatureNotAvailableError) as from_producer:
-        Producer("h:1", transactional_id="tx")
-    with pytest.raises(errors.FeatureNotAvailableError) as from_mock:
-        MockProducer(transactional_id="tx")
-    assert str(from_mock.value) == str(from_producer.value)
-
-
 def test_settings_are_validated_by_the_producers_config() -> None:
     with pytest.raises(errors.ConfigError, match="linger"):
         MockProducer(linger_ms=-1)

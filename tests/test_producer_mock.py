@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from aioproducer import Producer, ProducerRecord, RecordMetadata
 from aioproducer.errors import RecordTooLargeError
+from aioproducer.idempotence import IdempotenceState
 from aioproducer.protocol import ApiKey
 from aioproducer.testing import MockCluster, read_back
 
@@ -46,3 +49,43 @@ async def test_message_too_large_for_a_single_record_fails_it_with_a_typed_error
             await producer.send("one", b"too big for this broker")
         md = await producer.send("one", b"next")
     assert md.offset == 1
+
+
+@pytest.mark.parametrize("how", ["flush", "close"])
+async def test_flush_and_close_return_once_a_split_batch_is_delivered(mock_cluster: MockCluster, how: str) -> None:
+    """Regression: flush() and close() waited forever once a batch they waited on was split after
+    MESSAGE_TOO_LARGE: the split batch left the set of incomplete batches without telling its waiters."""
+    mock_cluster.create_topic("split-wait", 1)
+    producer = Producer(mock_cluster.bootstrap_servers, linger_ms=100, batch_size=1 << 20)
+    await producer.start()
+    try:
+        await producer.send("split-wait", b"warm-up")
+        mock_cluster.push_request_errors(ApiKey.PRODUCE, MESSAGE_TOO_LARGE)
+        deliveries = [await producer.enqueue("split-wait", b"r%02d" % i) for i in range(20)]
+        if how == "flush":
+            await asyncio.wait_for(producer.flush(), 10)
+        else:
+            await asyncio.wait_for(producer.close(), 10)
+        assert all(d.done() and d.exception() is None for d in deliveries)
+    finally:
+        await producer.close(timeout=1)
+    values = [r.value for r in read_back(mock_cluster.bootstrap_servers, "split-wait")]
+    assert values == [b"warm-up"] + [b"r%02d" % i for i in range(20)]
+
+
+async def test_a_fault_in_handling_an_answer_fails_the_records_instead_of_leaving_them_pending(
+    mock_cluster: MockCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every record resolves even if handling its Produce answer raises (a bug): the error reaches the caller."""
+    mock_cluster.create_topic("faulty", 1)
+    async with Producer(mock_cluster.bootstrap_servers, linger_ms=0) as producer:
+        await producer.send("faulty", b"warm-up")
+
+        def broken(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("a bug in answer handling")
+
+        monkeypatch.setattr(IdempotenceState, "on_response", broken)
+        with pytest.raises(RuntimeError, match="a bug"):
+            await asyncio.wait_for(producer.send("faulty", b"v"), 10)
+        monkeypatch.undo()
+        assert (await producer.send("faulty", b"after")).offset >= 1

@@ -19,7 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from aioproducer import RecordMetadata
-from aioproducer.errors import ConfigError, FeatureNotAvailableError, InvalidRecordError, UnknownPartitionError
+from aioproducer.errors import ConfigError, InvalidRecordError, UnknownPartitionError
 from aioproducer.spark import PublishError, PublishReport, publish, register
 from aioproducer.spark.convert import records_from_arrow
 from aioproducer.spark.options import DEFAULT_CHUNK_ROWS, parse_options, resolve_placeholders
@@ -29,7 +29,11 @@ from aioproducer.spark.task import TaskPlan, run_task
 from aioproducer.testing import ConsumedRecord
 
 # pyspark 4.3 warns that it does not fully support pandas 3; nothing here goes through pandas.
-pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    # The first test also starts Spark and its Python workers: minutes on a loaded 2-core machine.
+    pytest.mark.timeout(300),
+]
 
 ReadBack = Callable[..., list[ConsumedRecord]]
 SINK_SCHEMA = f"key string, value binary, topic string, partition int, headers {HEADERS_TYPE}"
@@ -57,7 +61,7 @@ def spark() -> Iterator[SparkSession]:
 
 
 def options(bootstrap: str, **extra: str) -> dict[str, str]:
-    return {"kafka.bootstrap.servers": bootstrap, **{k.replace("_", "."): v for k, v in extra.items()}}
+    return {"kafka.bootstrap.servers": bootstrap, **{"kafka." + k.replace("_", "."): v for k, v in extra.items()}}
 
 
 def rows_of(records: list[ConsumedRecord]) -> Counter[tuple[Any, ...]]:
@@ -265,7 +269,7 @@ def test_options_follow_the_kafka_sink() -> None:
     ("given", "error", "message"),
     [
         ({}, ConfigError, "Option 'kafka.bootstrap.servers' must be specified"),
-        ({"kafka.transactional.id": "tx"}, FeatureNotAvailableError, "transactional publishing is not available"),
+        ({"kafka.transactional.id": "tx"}, ConfigError, "delivery='transactional'"),
         ({"kafka.key.serializer": "x"}, ConfigError, "keys are serialized with ByteArraySerializer"),
         ({"kafka.linger.mss": "5"}, ConfigError, "did you mean 'linger.ms'"),
         ({"kafka.acks": "3"}, ConfigError, "acks"),

@@ -6,8 +6,9 @@ refused and partitioned exactly as the Producer would. Completion mirrors Java's
 or after `latency_ms`) or manual (`complete_next`, `fail_next`, and `flush` completes everything).
 
 A record gets its offset when it completes successfully, as a broker assigns it on append; `_write` is the one place
-records enter a partition's log, where a future transactional mock would hold them until commit. Transactions are
-not built yet: `transactional_id` raises the Producer's own `FeatureNotAvailableError` from `ProducerConfig`.
+records enter a partition's log. With `transactional_id` the mock is transactional (`mock_transactions`, on the
+Producer's own state machine): a record completed inside a transaction takes its offset but is held until commit
+(dropped on abort), and each partition of an ended transaction takes one more offset for its control record.
 """
 
 from __future__ import annotations
@@ -17,127 +18,39 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any
 
 from aioproducer.appender import RECORD_MEMORY_OVERHEAD, Appender, Prepared
 from aioproducer.config import ProducerConfig
-from aioproducer.delivery import BatchOutcome, BulkDeliveries, Delivery, resolve
+from aioproducer.delivery import BulkDeliveries, Delivery, resolve
 from aioproducer.errors import (
     AioProducerError,
     ConfigError,
     KafkaTimeoutError,
     MetadataTimeoutError,
     ProducerClosedError,
+    TransactionStateError,
 )
-from aioproducer.metadata import PartitionInfo, TopicInfo
-from aioproducer.models import Header, ProducerRecord, RecordMetadata
+from aioproducer.metadata import TopicInfo
+from aioproducer.models import ProducerRecord, RecordMetadata
 from aioproducer.producer import _resolve_partitioner
 from aioproducer.records.layout import BATCH_HEADER_SIZE
-from aioproducer.serializers import resolve_serializer
+from aioproducer.serializers import RecordSerializer, resolve_serializer
+from aioproducer.testing.mock_parts import InjectedError, MockAccumulator, MockTopics, PendingRecord, SentRecord
+from aioproducer.testing.mock_transactions import MockTransactions
+from aioproducer.transactions_api import TransactionalMethods
 from aioproducer.validation import check_topic
 
 __all__ = ["MockProducer", "SentRecord"]
 
 _NEW, _RUNNING, _CLOSED = "new", "running", "closed"
-_MOCK_BROKER = 0
 _DEFAULT_BOOTSTRAP = "mock:9092"
 
 
-class SentRecord(NamedTuple):
-    """A record written to the mock's log: where it landed, and its bytes as the serializers made them."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...]
-
-
-@dataclass
-class _Pending:
-    """A record accepted by the appender and not completed yet: its outcome settles its Delivery."""
-
-    outcome: BatchOutcome
-    topic: str
-    partition: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...]
-
-
-@dataclass
-class _InjectedError:
-    error: BaseException
-    remaining: int | None  # None: every record from now on
-    topic: str | None
-
-
-class _MockBatch:
-    """What the appender reads of the batch it appended to: each mock record is a batch of its own."""
-
-    __slots__ = ("outcome",)
-
-    def __init__(self, outcome: BatchOutcome) -> None:
-        self.outcome = outcome
-
-
-class _MockAccumulator:
-    """The accumulator as the appender sees it: unlimited memory; every append becomes one pending record."""
-
-    memory_waiters = 0
-
-    def __init__(self, producer: MockProducer) -> None:
-        self._producer = producer
-
-    def has_room(self, size: int) -> bool:
-        return True
-
-    def append(
-        self,
-        tp: tuple[str, int],
-        timestamp_ms: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: tuple[Header, ...],
-        size: int,
-        clock_ms: Any,
-    ) -> tuple[_MockBatch, int, bool]:
-        topic, partition = tp
-        outcome = BatchOutcome(topic, partition, asyncio.get_running_loop())
-        self._producer._accept(_Pending(outcome, topic, partition, timestamp_ms, key, value, headers))
-        return _MockBatch(outcome), 0, False
-
-
-class _Cluster:
-    """The topics the mock knows, as the appender reads them (`cluster_state.cluster.topics`)."""
-
-    def __init__(self) -> None:
-        self.topics: dict[str, TopicInfo] = {}
-
-    @property
-    def cluster(self) -> _Cluster:
-        return self
-
-    def touch(self, topic: str, now_ms: int) -> None:
-        """The appender marks a topic in use (for metadata refreshes): the mock's topics never expire."""
-
-    def add(self, topic: str, partitions: int) -> TopicInfo:
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-            raise ConfigError(f"topic {topic!r} needs a positive number of partitions, got {partitions!r}")
-        check_topic(topic)
-        layout = tuple(PartitionInfo(p, _MOCK_BROKER) for p in range(partitions))
-        info = TopicInfo(topic, layout, tuple(range(partitions)))
-        self.topics[topic] = info
-        return info
-
-
-class MockProducer:
-    """The Producer's API (`send`, `enqueue`, `send_many`, `flush`, `close`, `partitions_for`) without a broker.
+class MockProducer(TransactionalMethods):
+    """The Producer's API (`send`, `enqueue`, `send_many`, `flush`, `close`, `partitions_for`, and the transactional
+    methods) without a broker.
 
     `topics` maps topic names to partition counts; another topic is created on first use with `default_partitions`
     (Kafka's `num.partitions` default is 1), or refused with `MetadataTimeoutError` at once when
@@ -148,6 +61,14 @@ class MockProducer:
     records wait for `complete_next()` / `fail_next(error)` / `complete_all()`, and `flush()` completes them all,
     as Java's MockProducer does. `inject_error(error, count=...)` makes the next records fail as they complete;
     `send_error` set to an exception makes every call raise it (Java's `sendException`).
+
+    With `transactional_id`, `start()` initialises transactions and the Producer's transactional calls follow its
+    rules and errors. Records of the open transaction are in `uncommitted_history()`, not in `history()` or
+    `records()`, until commit; abort drops them (records not yet completed fail with TransactionAbortedError).
+    `consumer_group_offsets_history()` lists the offsets of each committed transaction per group id; Java's flags
+    `transaction_initialized`, `transaction_in_flight`, `transaction_committed`, `transaction_aborted`,
+    `sent_offsets` and `commit_count` are kept. `fence()` fences the producer; `commit_error` / `abort_error` make
+    the next commit / abort fail.
     """
 
     def __init__(
@@ -175,11 +96,11 @@ class MockProducer:
         self.latency_ms = latency_ms
         self.send_error: BaseException | None = None
         self._state = _NEW
-        self._cluster = _Cluster()
+        self._cluster = MockTopics()
         for topic, count in (topics or {}).items():
             self._cluster.add(topic, count)
         self._appender = Appender(
-            accumulator=_MockAccumulator(self),  # type: ignore[arg-type]  # the part of it the appender uses
+            accumulator=MockAccumulator(self._accept),  # type: ignore[arg-type]  # the part of it the appender uses
             cluster_state=self._cluster,  # type: ignore[arg-type]
             partitioner=_resolve_partitioner(cfg),
             key_serializer=resolve_serializer(cfg.key_serializer, role="key"),
@@ -195,10 +116,17 @@ class MockProducer:
             clock_ms=_no_clock,
             wake_sender=_nothing,
         )
+        self._record_serializer = RecordSerializer.for_settings(cfg.key_serializer, cfg.value_serializer)
         self._history: list[ProducerRecord] = []
-        self._pending: deque[_Pending] = deque()
+        self._pending: deque[PendingRecord] = deque()
         self._logs: dict[tuple[str, int], list[SentRecord]] = {}
-        self._injected: list[_InjectedError] = []
+        self._next_offsets: dict[tuple[str, int], int] = {}
+        self._txn: MockTransactions | None = None
+        if cfg.transactional_id is not None:
+            self._txn = MockTransactions(
+                cfg.transactional_id, self._settle, self._fail_pending, self._publish, self._skip_offsets
+            )
+        self._injected: list[InjectedError] = []
         self._timers: set[asyncio.TimerHandle] = set()
         self.flushed = False  # set by flush(); clear() resets it
 
@@ -207,8 +135,11 @@ class MockProducer:
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Start the mock (nothing to connect to); as the Producer, a second start raises ProducerClosedError."""
+        """Start the mock (nothing to connect to); as the Producer, a second start raises ProducerClosedError, and a
+        transactional producer initialises its transactions."""
         self._open()
+        if self._txn is not None:
+            await self._txn.init(None)
 
     def _open(self) -> None:
         if self._state != _NEW:
@@ -231,6 +162,8 @@ class MockProducer:
             return
         if self._state == _RUNNING:
             with contextlib.suppress(KafkaTimeoutError):  # what is still pending fails below
+                if self._txn is not None:  # as the Producer: an open transaction is aborted on close
+                    await self._txn.close(timeout)
                 await self.flush(timeout)
         self._close_now()
 
@@ -279,18 +212,40 @@ class MockProducer:
     ) -> Delivery:
         """Accept one record and return its `Delivery`, as `Producer.enqueue` does."""
         self._check_running()
+        if self._txn is not None:
+            self._txn.check_send()
         if self.send_error is not None:
             raise self.send_error
+        given = ProducerRecord(topic, value, key, headers, partition, timestamp_ms)
+        serializer = self._record_serializer
+        if serializer is not None:  # as the Producer: context-aware and async serializers first
+            if serializer.is_async:
+                key, value, headers = await serializer.apply_async(topic, key, value, headers)
+                self._check_running()
+                if self._txn is not None:  # the transaction may have ended while the serializer ran
+                    self._txn.check_send()
+            else:
+                key, value, headers = serializer.apply(topic, key, value, headers)
         delivery = self._appender.append_now(topic, value, key, headers, partition, timestamp_ms)
         if type(delivery) is tuple:
             delivery = self._place(topic, delivery, partition)
-        self._history.append(ProducerRecord(topic, value, key, headers, partition, timestamp_ms))
+        self._given(given)
         return delivery  # type: ignore[return-value]
 
     async def send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
         """One result per record, in order: its RecordMetadata, or the exception it failed with."""
         self._check_running()
-        batch = records if isinstance(records, Sequence) else list(records)
+        if self._txn is not None:
+            self._txn.check_send()
+        given = records if isinstance(records, Sequence) else list(records)
+        batch: Sequence[Any] = given
+        refused: dict[int, AioProducerError] = {}
+        if self._record_serializer is not None:
+            batch, refused = await self._record_serializer.apply_many(given)
+            if self._txn is not None:
+                self._txn.check_send()
+        # Where each record of `batch` stands in what was given (refused records are not in `batch`).
+        positions = [n for n in range(len(given)) if n not in refused]
         bulk = BulkDeliveries()
         index = 0
         now_ms = int(time.time() * 1000)
@@ -308,18 +263,26 @@ class MockProducer:
                         bulk.set_last(self._place(topic, prepared, partition))
                     except AioProducerError as exc:
                         bulk.set_last(exc)
-            self._remember(batch, start, index, bulk)
+            self._remember(given, positions, start, index, bulk)
         for outcome in bulk.outcomes():
             await outcome.wait()
-        return bulk.results(resolve)
+        results: list[RecordMetadata | BaseException] = bulk.results(resolve)
+        return RecordSerializer.merge(results, refused)
 
-    def _remember(self, batch: Sequence[Any], start: int, end: int, bulk: BulkDeliveries) -> None:
+    def _remember(self, given: Sequence[Any], positions: list[int], start: int, end: int, bulk: BulkDeliveries) -> None:
         # Which records the appender accepted (a Delivery) rather than refused (an error) at the call.
         accepted = bulk._items
         for position in range(start, end):
             if isinstance(accepted[position], Delivery):
-                record = batch[position]
-                self._history.append(record if isinstance(record, ProducerRecord) else ProducerRecord(*record))
+                record = given[positions[position]]
+                self._given(record if isinstance(record, ProducerRecord) else ProducerRecord(*record))
+
+    def _given(self, record: ProducerRecord) -> None:
+        """An accepted record as given: in the history, or held with its transaction."""
+        if self._txn is not None:
+            self._txn.held_given.append(record)
+        else:
+            self._history.append(record)
 
     def _place(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
         """A record whose topic the mock did not know yet: create the topic (or refuse it), then append."""
@@ -335,7 +298,7 @@ class MockProducer:
             )
         return self._cluster.add(topic, self.default_partitions)
 
-    def _accept(self, record: _Pending) -> None:
+    def _accept(self, record: PendingRecord) -> None:
         """A record the appender placed: complete it now, later, or when the test says."""
         if not self.auto_complete:
             self._pending.append(record)
@@ -380,20 +343,22 @@ class MockProducer:
         of them until `clear()`."""
         if count is not None and count < 1:
             raise ConfigError(f"count must be a positive int or None, got {count!r}")
-        self._injected.append(_InjectedError(error, count, topic))
+        self._injected.append(InjectedError(error, count, topic))
 
-    def _complete_pending(self, record: _Pending, error: BaseException | None) -> None:
+    def _complete_pending(self, record: PendingRecord, error: BaseException | None) -> None:
         try:
             self._pending.remove(record)
         except ValueError:  # completed by the test meanwhile
             return
         self._complete(record, error)
 
-    def _complete(self, record: _Pending, error: BaseException | None) -> None:
+    def _complete(self, record: PendingRecord, error: BaseException | None) -> None:
         if error is None:
             error = self._injected_error(record.topic)
         if error is not None:
             record.outcome.fail(error)
+            if self._txn is not None:
+                self._txn.on_record_failed(error)
             return
         offset = self._write(record)
         record.outcome.succeed(offset, -1)
@@ -408,16 +373,108 @@ class MockProducer:
                 return injected.error
         return None
 
-    def _write(self, record: _Pending) -> int:
-        """Append to the partition's log; returns the record's offset."""
-        log = self._logs.setdefault((record.topic, record.partition), [])
-        offset = len(log)
-        log.append(
-            SentRecord(
-                record.topic, record.partition, offset, record.timestamp_ms, record.key, record.value, record.headers
-            )
+    def _write(self, record: PendingRecord) -> int:
+        """Append to the partition's log (or to the open transaction, until commit); returns the record's offset."""
+        tp = (record.topic, record.partition)
+        offset = self._next_offsets.get(tp, 0)
+        self._next_offsets[tp] = offset + 1
+        sent = SentRecord(
+            record.topic, record.partition, offset, record.timestamp_ms, record.key, record.value, record.headers
         )
+        if self._txn is not None:
+            self._txn.held.append(sent)
+        else:
+            self._logs.setdefault(tp, []).append(sent)
         return offset
+
+    # -- transactions -------------------------------------------------------------------------------------------
+    def _transaction_manager(self) -> MockTransactions:  # type: ignore[override]  # the same calls, in memory
+        if self._txn is None:
+            raise TransactionStateError("not a transactional producer: create it with transactional_id=...")
+        self._check_running()
+        return self._txn
+
+    async def _settle(self, timeout: float | None) -> None:
+        """Commit's flush: every record of the transaction completes (manual mode: at once, as flush)."""
+        await self.flush(timeout)
+
+    def _fail_pending(self, error: BaseException) -> None:
+        pending, self._pending = self._pending, deque()
+        for record in pending:
+            record.outcome.fail(error)
+
+    def _publish(self, records: list[SentRecord], given: list[ProducerRecord]) -> None:
+        for record in records:
+            self._logs.setdefault((record.topic, record.partition), []).append(record)
+        self._history.extend(given)
+
+    def _skip_offsets(self, partitions: set[tuple[str, int]]) -> None:
+        for tp in partitions:
+            self._next_offsets[tp] = self._next_offsets.get(tp, 0) + 1
+
+    def _mock_transactions(self) -> MockTransactions:
+        if self._txn is None:
+            raise TransactionStateError("not a transactional producer: create it with transactional_id=...")
+        return self._txn
+
+    def fence(self) -> None:
+        """A newer producer with the same transactional id fenced this one: the next transactional call (and send)
+        raises ProducerFencedError (Java's fenceProducer)."""
+        self._mock_transactions().fence()
+
+    @property
+    def commit_error(self) -> BaseException | None:
+        """Set to make the next commit fail: a timeout leaves it pending (call again to finish it), a fatal error
+        ends the producer, another error leaves the transaction to abort (Java's commitTransactionException)."""
+        return self._mock_transactions().commit_error
+
+    @commit_error.setter
+    def commit_error(self, error: BaseException | None) -> None:
+        self._mock_transactions().commit_error = error
+
+    @property
+    def abort_error(self) -> BaseException | None:
+        """Set to make the next abort fail: a timeout leaves it pending, any other error is fatal."""
+        return self._mock_transactions().abort_error
+
+    @abort_error.setter
+    def abort_error(self, error: BaseException | None) -> None:
+        self._mock_transactions().abort_error = error
+
+    @property
+    def transaction_initialized(self) -> bool:
+        return self._txn is not None and self._txn.initialized
+
+    @property
+    def transaction_in_flight(self) -> bool:
+        return self._txn is not None and self._txn.in_flight
+
+    @property
+    def transaction_committed(self) -> bool:
+        """The last transaction was committed (Java's transactionCommitted)."""
+        return self._txn is not None and self._txn.committed
+
+    @property
+    def transaction_aborted(self) -> bool:
+        return self._txn is not None and self._txn.aborted
+
+    @property
+    def sent_offsets(self) -> bool:
+        """Offsets were sent in the current (or last) transaction."""
+        return self._txn is not None and self._txn.sent_offsets
+
+    @property
+    def commit_count(self) -> int:
+        return 0 if self._txn is None else self._txn.commit_count
+
+    def uncommitted_history(self) -> list[ProducerRecord]:
+        """The records accepted in the open transaction, as given (Java's uncommittedRecords)."""
+        return [] if self._txn is None else list(self._txn.held_given)
+
+    def consumer_group_offsets_history(self) -> list[dict[str, dict[tuple[str, int], int]]]:
+        """Per committed transaction with offsets: {group id: {(topic, partition): offset}} (Java's
+        consumerGroupOffsetsHistory)."""
+        return [] if self._txn is None else [dict(entry) for entry in self._txn.offsets_history]
 
     # -- flushing -----------------------------------------------------------------------------------------------
     async def flush(self, timeout: float | None = None) -> None:
@@ -466,6 +523,7 @@ class MockProducer:
         """Forget the history, the logs and injected errors (Java's `clear()`); pending records stay pending."""
         self._history.clear()
         self._logs.clear()
+        self._next_offsets.clear()
         self._injected.clear()
         self.flushed = False
 
