@@ -1,4 +1,4 @@
-"""Developer sessions: tests, lint, typecheck, demo.
+"""Developer sessions: tests, lint, typecheck, demo, chaos.
 
 Each works on a fresh machine with only Python and the registries.
 """
@@ -14,23 +14,59 @@ nox.options.sessions = ["tests", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
 
 
+# The suites that prove the producer against a broker, run once more on the last 3.x release of Kafka: version
+# negotiation with an older broker (Produce up to v11, no KIP-896 floor, no KIP-966 eligible leader replicas).
+OLDER_KAFKA = "3.9.1"
+CORE_ON_OLDER_KAFKA = [
+    "tests/test_producer_e2e.py",
+    "tests/test_kafka_semantics.py",
+    "tests/test_security_kafka.py",
+    "tests/test_protocol_brokers.py",
+]
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite against real Apache Kafka started from Maven Central's jars (or AIOPRODUCER_BOOTSTRAP,
-    when set), Tansu and librdkafka's mock cluster: compiled, then pure Python."""
+    """The test suite on real Apache Kafka (started by the tests from Maven Central's jars; AIOPRODUCER_BOOTSTRAP
+    points the default broker elsewhere), Tansu and librdkafka's mock cluster: compiled, then pure Python, then the
+    core suites on Kafka 3.9."""
     ensure_java_and_maven(session)
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
-    if not session.posargs:
-        # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get); the
-        # Spark tests and the twin comparisons (test_speedups*.py), which need the compiled parts, run only above.
-        session.run(
-            "pytest",
-            "--ignore=tests/test_spark.py",
-            "--ignore=tests/test_speedups.py",
-            "--ignore=tests/test_speedups_hostile.py",
-            env={"AIOPRODUCER_NO_EXTENSIONS": "1"},
-        )
+    session.run("pytest", *(session.posargs or ["--durations=25"]))
+    if session.posargs:
+        return
+    # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get). The Spark
+    # tests and the twin comparisons need the compiled parts; the fixture's own tests, the multi-node failover and
+    # the fresh-project test exercise no compiled code: those run only above.
+    session.run(
+        "pytest",
+        "--durations=10",
+        "--ignore=tests/test_spark.py",
+        "--ignore=tests/test_spark_stream.py",
+        "--ignore=tests/test_spark_cache.py",
+        "--ignore=tests/test_spark_transactional.py",
+        "--ignore=tests/test_speedups.py",
+        "--ignore=tests/test_speedups_hostile.py",
+        "--ignore=tests/test_fresh_project.py",  # it installs a pure-Python wheel itself
+        "--ignore=tests/test_kafka_cluster.py",
+        "--ignore=tests/test_kafka_failover.py",
+        # The fault campaign and the transactions on real Kafka judge sequence and transaction rules, which are pure
+        # Python on both paths; their compiled run above covers them.
+        "--ignore=tests/test_chaos.py",
+        "--ignore=tests/test_transactions_kafka.py",
+        env={"AIOPRODUCER_NO_EXTENSIONS": "1"},
+    )
+    older = {"AIOPRODUCER_KAFKA_VERSION": OLDER_KAFKA, "AIOPRODUCER_BOOTSTRAP": ""}
+    session.run("pytest", *CORE_ON_OLDER_KAFKA, env=older)
+
+
+@nox.session
+def chaos(session: nox.Session) -> None:
+    """The seeded fault campaign for minutes, on real Kafka (3 nodes) and librdkafka's mock cluster; prints a table
+    per seed. Options: `-- --seeds N --duration S --first-seed N --target kafka|mock|both`."""
+    ensure_java_and_maven(session)
+    session.install("-e", ".[test]")
+    session.run("python", "tests/chaos_campaign.py", *(session.posargs or ["--seeds", "10", "--duration", "60"]))
 
 
 @nox.session
@@ -44,7 +80,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install("-e", ".[snappy]", "mypy>=1.10")
+    session.install("-e", ".[snappy,otel,prometheus]", "mypy>=1.10")
     session.run("mypy", "--strict", "aioproducer")
 
 
@@ -54,16 +90,36 @@ def demo(session: nox.Session) -> None:
     it on real Apache Kafka (one node, from Maven Central's jars) instead of the embedded Tansu."""
     if "kafka" in session.posargs:
         ensure_java_and_maven(session)
-    session.install("-e", ".[snappy,testing]")
+    session.install("-e", ".[snappy,testing,cli]")
     session.run("python", "examples/demo.py", *session.posargs)
 
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Side-by-side benchmark against aiokafka, confluent-kafka (AIOProducer, Producer) and kafka-python on an
-    embedded broker; writes tests/benchmarks/results/. `-- --quick` is a ~2-minute smoke run, the full run ~15."""
-    session.install("-e", ".[snappy,testing]", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib")
+    """Side-by-side benchmark against aiokafka, confluent-kafka (AIOProducer, Producer), kafka-python and the Java
+    producer (kafka-clients, compiled here: needs a JDK), on Tansu and on real Apache Kafka; writes
+    tests/benchmarks/results/. `-- --quick` is a ~3-minute smoke run, the full run ~30; `-- --brokers tansu`
+    skips real Kafka."""
+    ensure_java_and_maven(session, jdk=True)
+    session.install(
+        "-e", ".[snappy,testing,otel]", "opentelemetry-sdk", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib"
+    )
     session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
+    # The Spark section (tests/benchmarks/spark_bench.py): aioproducer.spark against Spark's own Kafka sink on a real
+    # Kafka node, batch and streaming, then the producer cache; appends to results/spark.md.
+    ensure_java_and_maven(session)
+    session.install("-e", ".[spark,testing]")
+    quick = ["--quick"] if "--quick" in session.posargs else []
+    session.run("python", "-m", "tests.benchmarks.spark_bench", "all", *quick)
+
+
+@nox.session
+def bench_transactions(session: nox.Session) -> None:
+    """Transactional throughput (transactions of 1 k and 10 k records) of aioproducer, confluent-kafka and the Java
+    producer on real Kafka; writes tests/benchmarks/results/transactions.md. `-- --quick` for a short run."""
+    ensure_java_and_maven(session)
+    session.install("-e", ".[testing]", "confluent-kafka")
+    session.run("python", "-m", "tests.benchmarks.txn_bench", *session.posargs)
 
 
 @nox.session
@@ -73,10 +129,12 @@ def profile(session: nox.Session) -> None:
     session.run("python", "-m", "tests.benchmarks.profile_hot_path", *session.posargs)
 
 
-def ensure_java_and_maven(session: nox.Session) -> None:
+def ensure_java_and_maven(session: nox.Session, *, jdk: bool = False) -> None:
     """Real Kafka and Spark need a Java runtime (17 or 21), and Maven fetches Kafka's jars: install Debian's
-    packages for whichever is missing, when we may."""
+    packages for whichever is missing, when we may. `jdk`: also javac (the benchmark compiles its Java peer)."""
     packages = {"java": "openjdk-17-jre-headless", "mvn": "maven"}
+    if jdk:
+        packages["javac"] = "openjdk-17-jdk-headless"
     missing = [package for tool, package in packages.items() if not shutil.which(tool)]
     if not missing:
         return

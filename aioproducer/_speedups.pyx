@@ -404,6 +404,7 @@ cdef class Appender:
     cdef object _clock_ms
     cdef object _wake_sender
     cdef object _unknown_partition
+    cdef object _not_a_record
     cdef set _checked_topics
     cdef object _snapshot  # the cluster metadata snapshot `_topics` was read from (snapshots are immutable)
     cdef dict _topics
@@ -426,7 +427,7 @@ cdef class Appender:
         clock_ms,
         wake_sender,
     ):
-        from aioproducer.appender import RECORD_MEMORY_OVERHEAD, unknown_partition
+        from aioproducer.appender import RECORD_MEMORY_OVERHEAD, not_a_record, unknown_partition
 
         if not issubclass(delivery_type, DeliveryFields):
             raise TypeError("the compiled appender needs a Delivery type built on the compiled DeliveryFields")
@@ -447,6 +448,7 @@ cdef class Appender:
         self._clock_ms = clock_ms
         self._wake_sender = wake_sender
         self._unknown_partition = unknown_partition
+        self._not_a_record = not_a_record
         self._checked_topics = set()
         self._partition_slots = {}
 
@@ -523,7 +525,12 @@ cdef class Appender:
                 headers, partition, timestamp_ms = <object>PyTuple_GET_ITEM(record, 3), \
                     <object>PyTuple_GET_ITEM(record, 4), <object>PyTuple_GET_ITEM(record, 5)
             else:
-                topic, value, key, headers, partition, timestamp_ms = record
+                try:
+                    topic, value, key, headers, partition, timestamp_ms = record
+                except (TypeError, ValueError):
+                    index += 1
+                    bulk.add(self._not_a_record(record))
+                    continue
             index += 1
             try:
                 prepared = self._append_now(

@@ -359,6 +359,19 @@ class RecordAccumulator(AccumulatorFields):
             batch.seal()  # a batch out of its queue takes no more records
         return batches
 
+    def take_unsent(self) -> list[ProducerBatch]:
+        """Every queued batch never sent (never stamped with a sequence), removed from its queue; retries stay."""
+        unsent: list[ProducerBatch] = []
+        for queue in self.queues.values():
+            if any(batch.base_sequence == NO_SEQUENCE for batch in queue):
+                keep = [batch for batch in queue if batch.base_sequence != NO_SEQUENCE]
+                unsent.extend(batch for batch in queue if batch.base_sequence == NO_SEQUENCE)
+                queue.clear()
+                queue.extend(keep)
+        for batch in unsent:
+            batch.seal()  # a batch out of its queue takes no more records
+        return unsent
+
     def queued_batches(self) -> Iterable[ProducerBatch]:
         for queue in self.queues.values():
             yield from queue

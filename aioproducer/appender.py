@@ -15,12 +15,12 @@ from typing import Any
 
 from .accumulator import RecordAccumulator
 from .delivery import BulkDeliveries, Delivery, new_delivery
-from .errors import AioProducerError, RecordTooLargeError, UnknownPartitionError
+from .errors import AioProducerError, InvalidRecordError, RecordTooLargeError, UnknownPartitionError
 from .metadata import MetadataState, TopicInfo
 from .partitioner import Partitioner, choose_partition
 from .validation import check_headers, check_partition, check_timestamp, check_topic, record_size
 
-__all__ = ["RECORD_MEMORY_OVERHEAD", "Appender", "Prepared"]
+__all__ = ["RECORD_MEMORY_OVERHEAD", "Appender", "Prepared", "not_a_record", "unknown_partition"]
 
 # What a buffered record costs beyond its bytes (its share of the batch's bookkeeping and of a handle kept by the
 # caller), charged to buffer_memory so that the memory a backlog takes stays bounded by buffer_memory plus a constant.
@@ -87,8 +87,13 @@ class Appender:
         the index to go on from. Records without a timestamp take `now_wall_ms`."""
         index, count = start, len(records)
         while index < count:
-            topic, value, key, headers, partition, timestamp_ms = records[index]
+            record = records[index]
             index += 1
+            try:
+                topic, value, key, headers, partition, timestamp_ms = record
+            except (TypeError, ValueError):
+                bulk.add(not_a_record(record))
+                continue
             try:
                 result = self.append_now(
                     topic, value, key, headers, partition, now_wall_ms if timestamp_ms is None else timestamp_ms
@@ -146,6 +151,14 @@ class Appender:
             raise RecordTooLargeError(f"the record is {size} bytes when serialized, {self._size_limit_message}")
         timestamp_ms = int(time.time() * 1000) if timestamp_ms is None else check_timestamp(timestamp_ms)
         return key, value, header_list, size, timestamp_ms
+
+
+def not_a_record(record: object) -> InvalidRecordError:
+    """What a `send_many` item that is not a ProducerRecord (or another 6-tuple) fails with."""
+    return InvalidRecordError(
+        f"send_many takes ProducerRecords (or 6-tuples: topic, value, key, headers, partition, timestamp_ms), got "
+        f"{type(record).__name__} {repr(record)[:80]}"
+    )
 
 
 def unknown_partition(topic: str, partition: object, info: TopicInfo) -> UnknownPartitionError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .config import ProducerConfig
@@ -26,6 +26,8 @@ from .errors import (
 )
 from .kafka_errors import RebootstrapRequiredError, kafka_error
 from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
+from .node_states import NodeStates, idle_expiry
+from .observer import Observer, new_observer
 from .protocol import ApiKey, FinalizedFeatures
 from .security.sasl import SaslCredentials
 from .security.tls import client_context
@@ -45,30 +47,21 @@ def monotonic_ms() -> int:
     return int(asyncio.get_running_loop().time() * 1000)
 
 
-class _Backoff:
-    """Exponential reconnect backoff with ±20% jitter (Java's ExponentialBackoff, KIP-144/KIP-580)."""
-
-    def __init__(self, base_ms: int, max_ms: int, rng: random.Random) -> None:
-        self._base_ms, self._max_ms, self._rng = base_ms, max_ms, rng
-        self.failures = 0
-        self.next_attempt_ms = 0
-
-    def failed(self, now_ms: int) -> None:
-        delay = min(self._max_ms, self._base_ms * (2**self.failures))
-        self.failures += 1
-        self.next_attempt_ms = now_ms + int(delay * self._rng.uniform(0.8, 1.2))
-
-    def succeeded(self) -> None:
-        self.failures = 0
-        self.next_attempt_ms = 0
-
-
 class Cluster:
     """Connections to brokers and the producer's view of the cluster."""
 
-    def __init__(self, config: ProducerConfig, wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: ProducerConfig,
+        wake: Callable[[], None],
+        observer: Observer | None = None,
+        topics_in_use: Callable[[], Iterable[str]] = tuple,
+    ) -> None:
         self._config = config
+        # A cluster on its own (tools, tests) observes into metrics nobody reads.
+        self.observer = observer if observer is not None else new_observer(config, (), {}, monotonic_ms, 0)
         self._wake = wake
+        self._topics_in_use = topics_in_use  # topics with records not delivered yet: never idle
         self._rng = random.Random()
         self.state = MetadataState(
             max_age_ms=config.metadata_max_age_ms,
@@ -77,11 +70,20 @@ class Cluster:
         )
         self._connections: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
-        self._backoffs: dict[int, _Backoff] = {}
+        # Reconnect backoff and connection setup timeout per broker id, or per ("bootstrap", address).
+        self._nodes = NodeStates(
+            reconnect_backoff_ms=config.reconnect_backoff_ms,
+            reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
+            setup_timeout_ms=config.socket_connection_setup_timeout_ms,
+            setup_timeout_max_ms=config.socket_connection_setup_timeout_max_ms,
+            rng=self._rng,
+        )
+        self._idle_timer: asyncio.TimerHandle | None = None
         # Per topic: (waiter, partitions it needs) of callers waiting for the topic's layout.
         self._topic_waiters: dict[str, list[tuple[asyncio.Future[TopicInfo], int]]] = {}
         self._update_task: asyncio.Task[None] | None = None
         self._bootstrap_connection: BrokerConnection | None = None
+        self._bootstrapping: asyncio.Task[BrokerConnection] | None = None
         self._closed = False
         self.last_error: BaseException | None = None
         self.auth_error: AuthenticationError | None = None
@@ -179,7 +181,7 @@ class Cluster:
         self.state.request_update()
 
     async def _update(self, now_ms: int) -> None:
-        topics = self.state.topics_to_request(now_ms)
+        topics = self.state.topics_to_request(now_ms, self._topics_in_use())
         try:
             conn = await self.connect_any()
             response = await conn.request(
@@ -188,6 +190,7 @@ class Cluster:
             self._check_top_level_error(response)
             self.state.on_response(ClusterMetadata.from_response(response), topics, monotonic_ms())
             self.last_error = None
+            self.observer.metadata_refreshed()
         except AuthenticationError as exc:
             self._fail_waiters(exc)
         except (TransportError, KafkaError) as exc:
@@ -238,7 +241,8 @@ class Cluster:
         conn = self._least_loaded()
         if conn is not None:
             return conn
-        broker = self.state.pick_broker(self._rng)
+        now = monotonic_ms()
+        broker = self.state.pick_broker(self._rng, lambda node_id: self._nodes.can_connect(node_id, now))
         if broker is not None:
             try:
                 return await self._connect(broker)
@@ -246,14 +250,33 @@ class Cluster:
                 self.last_error = exc
         if self._bootstrap_connection is not None and not self._bootstrap_connection.closed:
             return self._bootstrap_connection
+        # Callers at once (a metadata refresh, a coordinator lookup) join one attempt: each opening its own would
+        # leave all but the last connection unreferenced and open.
+        if self._bootstrapping is None or self._bootstrapping.done():
+            self._bootstrapping = asyncio.get_running_loop().create_task(self._bootstrap())
+            self._bootstrapping.add_done_callback(_retrieve_exception)
+        return await asyncio.shield(self._bootstrapping)
+
+    async def _bootstrap(self) -> BrokerConnection:
         errors: list[str] = []
         for address in self._config.bootstrap_servers:
+            node = ("bootstrap", address)
+            if not self._nodes.can_connect(node, monotonic_ms()):
+                errors.append(f"{address}: backing off after a failed attempt (reconnect_backoff_ms)")
+                continue
             host, port = parse_address(address)
             try:
-                self._bootstrap_connection = await self._open(host, port, -1)
-                return self._bootstrap_connection
+                conn = await self._open(host, port, -1, node)
             except TransportError as exc:
+                self._nodes.failed(node, monotonic_ms())
                 errors.append(str(exc))
+                continue
+            self._nodes.connected(node)
+            if self._closed:
+                conn.close()
+                raise ConnectionFailedError("producer closed while connecting")
+            self._bootstrap_connection = conn
+            return conn
         raise ConnectionFailedError("no bootstrap server answered: " + "; ".join(errors))
 
     # -- connections --------------------------------------------------------------------------------------------
@@ -264,21 +287,30 @@ class Cluster:
             return conn
         if node_id not in self._connecting and not self._closed:
             broker = self.state.cluster.brokers.get(node_id)
-            backoff = self._backoffs.get(node_id)
-            if broker is not None and (backoff is None or backoff.next_attempt_ms <= monotonic_ms()):
+            if broker is not None and self._nodes.can_connect(node_id, monotonic_ms()):
                 self._start_connecting(broker)
         return None
 
     def next_reconnect_delay_ms(self, now_ms: int) -> int | None:
-        delays = [b.next_attempt_ms - now_ms for b in self._backoffs.values() if b.next_attempt_ms > now_ms]
-        return min(delays) if delays else None
+        return self._nodes.next_attempt_delay_ms(now_ms)
+
+    async def connect_to(self, broker: BrokerInfo) -> BrokerConnection:
+        """A ready connection to a broker known by its address, e.g. a coordinator named by FindCoordinator."""
+        return await self._connect(broker)
 
     async def _connect(self, broker: BrokerInfo) -> BrokerConnection:
-        """The broker's connection, joining an attempt already under way: never two connections to one broker."""
+        """The broker's connection, joining an attempt already under way: never two connections to one broker.
+        A broker backing off after a failed attempt is not tried again before its reconnect backoff is over."""
         conn = self._connections.get(broker.node_id)
         if conn is not None and not conn.closed:
             return conn
-        task = self._connecting.get(broker.node_id) or self._start_connecting(broker)
+        task = self._connecting.get(broker.node_id)
+        if task is None:
+            if not self._nodes.can_connect(broker.node_id, monotonic_ms()):
+                raise ConnectionFailedError(
+                    f"broker {broker.node_id} is backing off after a failed connection attempt (reconnect_backoff_ms)"
+                )
+            task = self._start_connecting(broker)
         return await asyncio.shield(task)
 
     def _start_connecting(self, broker: BrokerInfo) -> asyncio.Task[BrokerConnection]:
@@ -288,22 +320,18 @@ class Cluster:
         return task
 
     async def _open_broker(self, broker: BrokerInfo) -> BrokerConnection:
-        backoff = self._backoffs.setdefault(
-            broker.node_id,
-            _Backoff(self._config.reconnect_backoff_ms, self._config.reconnect_backoff_max_ms, self._rng),
-        )
         try:
-            conn = await self._open(broker.host, broker.port, broker.node_id)
+            conn = await self._open(broker.host, broker.port, broker.node_id, broker.node_id)
         except TransportError as exc:
-            backoff.failed(monotonic_ms())
+            self._nodes.failed(broker.node_id, monotonic_ms())
             self.last_error = exc
-            log.debug("connecting to broker %s failed: %s", broker.node_id, exc)
+            self.observer.connect_failed(broker.node_id, exc)
             self.state.request_update()
             raise
         except AuthenticationError as exc:
             # Java treats this as fatal for what waits on it: the sender fails the queued records (not forever:
             # the connection backs off, and later records try again).
-            backoff.failed(monotonic_ms())
+            self._nodes.failed(broker.node_id, monotonic_ms())
             self.last_error = self.auth_error = exc
             raise
         except AioProducerError as exc:
@@ -312,29 +340,59 @@ class Cluster:
         finally:
             self._connecting.pop(broker.node_id, None)
             self._wake()
-        backoff.succeeded()
+        self._nodes.connected(broker.node_id)
         if self._closed:
             conn.close()
             raise ConnectionFailedError("producer closed while connecting")
         self._connections[broker.node_id] = conn
         return conn
 
-    async def _open(self, host: str, port: int, node_id: int) -> BrokerConnection:
+    async def _open(self, host: str, port: int, node_id: int, node: Hashable) -> BrokerConnection:
         conn = await BrokerConnection.open(
             host,
             port,
             node_id=node_id,
             client_id=self._config.client_id,
             request_timeout_ms=self._config.request_timeout_ms,
-            connect_timeout_ms=self._config.socket_connection_setup_timeout_ms,
+            connect_timeout_ms=self._nodes.setup_timeout_ms(node),
             ssl_context=client_context(self._config),
             sasl=SaslCredentials.from_config(self._config),
         )
         conn.on_lost = self._on_connection_lost
         self.features = self.features.newest(conn.features)
+        self._check_idle_later(self._config.connections_max_idle_ms / 1000)
+        self.observer.connected(conn)
         return conn
 
+    def _check_idle_later(self, delay_s: float) -> None:
+        if self._idle_timer is None and self._config.connections_max_idle_ms >= 0 and not self._closed:
+            self._idle_timer = asyncio.get_running_loop().call_later(delay_s, self._close_idle)
+
+    def _close_idle(self) -> None:
+        """Close connections that sent and received nothing for `connections_max_idle_ms` (Java's Selector)."""
+        self._idle_timer = None
+        loop = asyncio.get_running_loop()
+        bootstrap = self._bootstrap_connection
+        candidates = [conn for conn in (*self._connections.values(), bootstrap) if conn is not None and not conn.closed]
+        expired, next_check = idle_expiry(
+            ((conn, conn.last_active, conn.in_flight) for conn in candidates),
+            loop.time(),
+            self._config.connections_max_idle_ms / 1000,
+        )
+        for conn in expired:
+            log.debug("closing %r: idle for connections_max_idle_ms=%s", conn, self._config.connections_max_idle_ms)
+            # Our own doing, not a sign of stale metadata: no refresh is asked for (Java's disconnect handler asks).
+            conn.on_lost = None
+            if self._connections.get(conn.node_id) is conn:
+                del self._connections[conn.node_id]
+            if conn is bootstrap:
+                self._bootstrap_connection = None
+            conn.close()
+        if next_check is not None:
+            self._check_idle_later(next_check)
+
     def _on_connection_lost(self, conn: BrokerConnection) -> None:
+        self.observer.disconnected(conn, self._closed)
         if self._connections.get(conn.node_id) is conn:
             del self._connections[conn.node_id]
         if not self._closed:
@@ -358,6 +416,10 @@ class Cluster:
             self.connection(node_id)
         return None
 
+    def open_connections(self) -> list[BrokerConnection]:
+        """The open connections to brokers (not the bootstrap one)."""
+        return [conn for conn in self._connections.values() if not conn.closed]
+
     def _least_loaded(self) -> BrokerConnection | None:
         """The open broker connection with the fewest requests in flight (Java's leastLoadedNode)."""
         open_connections = [conn for conn in self._connections.values() if not conn.closed]
@@ -365,9 +427,14 @@ class Cluster:
 
     async def close(self) -> None:
         self._closed = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         tasks: list[asyncio.Task[Any]] = list(self._connecting.values())
         if self._update_task is not None:
             tasks.append(self._update_task)
+        if self._bootstrapping is not None:
+            tasks.append(self._bootstrapping)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

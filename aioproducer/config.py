@@ -22,6 +22,7 @@ from aioproducer.config_values import (
     parse_bool,
     parse_bootstrap,
     parse_choice,
+    parse_interceptors,
     parse_level,
     parse_optional_bool,
     parse_optional_int,
@@ -33,6 +34,7 @@ from aioproducer.config_values import (
     to_int,
 )
 from aioproducer.errors import ConfigError, FeatureNotAvailableError
+from aioproducer.security import oidc as _oidc
 from aioproducer.security import settings as _security
 from aioproducer.serializers import Serializer
 
@@ -53,9 +55,9 @@ _COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Java producer settings aioproducer does not implement: naming one is a missing feature, not a typo.
 _UNSUPPORTED_JAVA = frozenset(
-    "client.dns.lookup send.buffer.bytes receive.buffer.bytes interceptor.classes metric.reporters "  # noqa: SIM905
+    "client.dns.lookup send.buffer.bytes receive.buffer.bytes metric.reporters "  # noqa: SIM905
     "metrics.num.samples metrics.recording.level metrics.sample.window.ms enable.metrics.push "
-    "partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms transaction.timeout.ms "
+    "partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms "
     "transaction.two.phase.commit.enable security.providers metadata.recovery.strategy "
     "metadata.recovery.rebootstrap.trigger.ms config.providers".split()
 )
@@ -111,6 +113,8 @@ class ProducerConfig:
     partitioner_ignore_keys: bool = False
     key_serializer: SerializerSpec = None
     value_serializer: SerializerSpec = None
+    # Java's interceptor.classes: hooks given by "module.Class" name, class or object (see aioproducer.hooks).
+    interceptor_classes: tuple[Any, ...] = ()
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     # TLS (SSL, SASL_SSL): a ready context, or PEM files. Java's PEM keystore (key and certificate in one file)
     # maps to ssl_certfile; JKS/PKCS12 stores are not readable by Python's ssl module.
@@ -125,7 +129,8 @@ class ProducerConfig:
     sasl_plain_username: str | None = field(default=None, metadata={"java": None})  # PLAIN and SCRAM
     sasl_plain_password: str | None = field(default=None, metadata={"java": None, "secret": True})
     sasl_oauth_token_provider: Callable[[], Awaitable[Any]] | None = field(default=None, metadata={"java": None})
-    transactional_id: str | None = None
+    transactional_id: str | None = None  # a transactional producer: idempotence on, acks=all, <= 5 in flight
+    transaction_timeout_ms: int = _int(60000, lowest=1)  # sent in InitProducerId; the coordinator aborts after it
     allow_auto_create_topics: bool = True
 
     def __post_init__(self) -> None:
@@ -145,18 +150,25 @@ class ProducerConfig:
         """
         merged: dict[str, tuple[str, Any]] = {}  # field → (key as given, value)
         levels: dict[str, tuple[str, Any]] = {}  # codec → (key as given, value)
+        login: dict[str, Any] = {}  # the OIDC token login's Java settings (KIP-768)
+        login_jaas: dict[str, str] = {}  # and OAuthBearerLoginModule's options
         for key, value in [*(config or {}).items(), *settings.items()]:
             if key in _LEVEL_KEYS:
                 _put(levels, _LEVEL_KEYS[key], key, value, parse_level)
             elif key in _security.JAAS_KEYS:
-                for name, item in _security.jaas_credentials(key, value).items():
+                kind, options = _security.parse_jaas(key, value)
+                login_jaas = options if kind == "OAUTHBEARER" else login_jaas
+                for name, item in _security.jaas_credentials(key, kind, options).items():
                     _put(merged, name, key, item, _PARSERS[name])
             elif key in _security.STORE_TYPE_KEYS:
                 _security.check_store_type(key, value)
+            elif key in _oidc.LOGIN_KEYS:
+                login[key] = value
             else:
                 name = _field_for(key)
                 _put(merged, name, key, value, _PARSERS[name])
         _merge_codec_level(merged, levels)
+        _merge_token_login(merged, login, login_jaas)
         return cls(**{name: value for name, (_key, value) in merged.items()})
 
     def validate(self) -> None:
@@ -175,6 +187,13 @@ class ProducerConfig:
             raise ConfigError(
                 f"enable_idempotence=True conflicts with {' and '.join(conflicts)}: change those settings, "
                 f"or set enable_idempotence=False (or leave it unset to turn it off silently)"
+            )
+        # Java's postProcessAndValidateIdempotenceConfigs: a transactional id needs idempotence, explicit or implied.
+        if self.transactional_id is not None and not self.idempotence:
+            reason = " and ".join(conflicts) if conflicts else "enable_idempotence=False"
+            raise ConfigError(
+                f"transactional_id={self.transactional_id!r} needs idempotence, which {reason} turns off: "
+                "remove the conflicting settings"
             )
 
     @property
@@ -278,6 +297,18 @@ def _put(into: dict[str, tuple[str, Any]], name: str, key: str, value: Any, pars
     into[name] = (key, value)
 
 
+def _merge_token_login(merged: dict[str, tuple[str, Any]], login: dict[str, Any], jaas: dict[str, str]) -> None:
+    # Java's OAuthBearerLoginCallbackHandler from string settings: the built-in client-credentials token provider.
+    oidc_login = _oidc.login_from_settings(login, jaas)
+    if oidc_login is None:
+        return
+    if "sasl_oauth_token_provider" in merged:
+        raise ConfigError(
+            f"sasl_oauth_token_provider and {_oidc.URL_KEY} both set: give the provider or the token endpoint"
+        )
+    merged["sasl_oauth_token_provider"] = (_oidc.URL_KEY, _oidc.ClientCredentialsTokenProvider(oidc_login))
+
+
 def _merge_codec_level(merged: dict[str, tuple[str, Any]], levels: dict[str, tuple[str, Any]]) -> None:
     # Java keeps one level per codec (compression.gzip.level, ...) and uses the one of compression.type;
     # the others are validated but have no effect, as in Java.
@@ -333,6 +364,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "partitioner": parse_partitioner,
     "key_serializer": parse_serializer,
     "value_serializer": parse_serializer,
+    "interceptor_classes": parse_interceptors,
     "security_protocol": lambda name, value: parse_choice(name, value, _SECURITY_PROTOCOLS, upper=True),
     "transactional_id": parse_transactional_id,
     "ssl_context": _security.parse_ssl_context,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from aioproducer.compression import CompressionType, validate_level
-from aioproducer.errors import ConfigError, FeatureNotAvailableError
+from aioproducer.errors import ConfigError
 from aioproducer.serializers import resolve_serializer
 
 __all__ = [
@@ -178,9 +178,19 @@ def parse_serializer(name: str, value: Any) -> Any:
     return spec
 
 
-def parse_transactional_id(name: str, value: Any) -> None:
+def parse_transactional_id(name: str, value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{name} must be None or a non-empty str, got {value!r}")
-    raise FeatureNotAvailableError(f"transactions are not supported yet: remove {name}={value!r}")
+    return value
+
+
+def parse_interceptors(name: str, value: Any) -> tuple[Any, ...]:
+    """Java's comma-separated class list, or a sequence of names, classes or hook objects (loaded at start)."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise ConfigError(f"{name} must be a comma-separated str or a list, got {value!r}")
+    return tuple(item.strip() if isinstance(item, str) else item for item in items if item != "" and item is not None)

@@ -88,6 +88,8 @@ class BrokerConnection(asyncio.Protocol):
         self.features = FinalizedFeatures()
         self.on_lost: Callable[[BrokerConnection], None] | None = None
         self._loop = asyncio.get_running_loop()
+        # Event-loop time of the last byte sent or received (connections_max_idle_ms closes idle connections).
+        self.last_active = self._loop.time()
         self._transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder()
         self._pending: dict[int, _Pending] = {}
@@ -100,6 +102,7 @@ class BrokerConnection(asyncio.Protocol):
         self._written: deque[int] = deque()
         self._reauth_timer: asyncio.TimerHandle | None = None
         self._reauth_task: asyncio.Task[None] | None = None
+        self.bytes_sent = self.bytes_received = 0  # on the wire, for the producer's metrics
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
@@ -147,6 +150,8 @@ class BrokerConnection(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]  # a stream transport: create_connection made it
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = self._loop.time()
+        self.bytes_received += len(data)
         try:
             frames = self._decoder.feed(data)
         except ProtocolError as exc:
@@ -241,6 +246,8 @@ class BrokerConnection(asyncio.Protocol):
     def _write(self, correlation_id: int, frame: bytes) -> None:
         if correlation_id >= 0:
             self._written.append(correlation_id)
+        self.last_active = self._loop.time()
+        self.bytes_sent += len(frame)
         self._transport.write(frame)  # type: ignore[union-attr]  # callers checked the connection is open
 
     async def request(self, api_key: ApiKey, body: Mapping[str, Any], *, version: int | None = None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 from .accelerated import DeliveryFields
 from .models import RecordMetadata
 
-__all__ = ["BatchOutcome", "BulkDeliveries", "Delivery", "new_delivery", "resolve"]
+__all__ = ["BatchOutcome", "BulkDeliveries", "Delivery", "batch_of", "new_delivery", "resolve"]
 
 
 class BatchOutcome:
@@ -233,6 +233,12 @@ class Delivery(DeliveryFields):
     def __repr__(self) -> str:
         outcome, index = resolve(self._outcome, self._index)
         return f"<Delivery {outcome.topic}-{outcome.partition} #{index} of {outcome!r}>"
+
+
+def batch_of(delivery: Delivery) -> BatchOutcome:
+    """The outcome `delivery` reads, shared by every record of its batch (until a split forwards it): lets a caller
+    that tracks many deliveries settle a batch's records together instead of asking each one."""
+    return delivery._outcome  # type: ignore[no-any-return]
 
 
 def new_delivery(

@@ -16,6 +16,7 @@ __all__ = [
     "ConnectionFailedError",
     "DeliveryTimeoutError",
     "FeatureNotAvailableError",
+    "InvalidOffsetsError",
     "InvalidRecordError",
     "KafkaError",
     "KafkaTimeoutError",
@@ -25,6 +26,12 @@ __all__ = [
     "ProducerFencedError",
     "ProtocolError",
     "RecordTooLargeError",
+    "TransactionAbortedError",
+    "TransactionError",
+    "TransactionFatalError",
+    "TransactionRequiresAbortError",
+    "TransactionStateError",
+    "TransactionTimeoutError",
     "TransportError",
     "UnknownPartitionError",
     "UnsupportedVersionError",
@@ -41,6 +48,10 @@ class ConfigError(AioProducerError, ValueError):
 
 class InvalidRecordError(AioProducerError, ValueError):
     """A record cannot be sent as given (wrong type, invalid topic name, ...)."""
+
+
+class InvalidOffsetsError(AioProducerError, ValueError):
+    """Offsets or consumer-group metadata given to `send_offsets_to_transaction` cannot be used as given."""
 
 
 class RecordTooLargeError(InvalidRecordError):
@@ -122,5 +133,41 @@ class KafkaError(AioProducerError):
         super().__init__(message if message is not None else (self.default_message or type(self).__name__))
 
 
-class ProducerFencedError(AioProducerError):
-    """Another producer with the same identity took over; this producer can no longer write."""
+class TransactionError(AioProducerError):
+    """An error of the transactional API. `requires_abort`: abort the transaction, then go on (confluent-kafka's
+    `txn_requires_abort()`); `fatal`: the producer can no longer use transactions, only `close()` is left."""
+
+    requires_abort: bool = False
+    fatal: bool = False
+
+
+class TransactionStateError(TransactionError):
+    """A transactional call made in a state that does not allow it (Java's IllegalStateException): commit without
+    begin, a second begin, another call while an earlier one that timed out is still pending, ..."""
+
+
+class TransactionRequiresAbortError(TransactionError):
+    """The transaction failed (a record or an offset commit was refused): abort it, then start a new one.
+    `__cause__` is the error that failed it."""
+
+    requires_abort = True
+
+
+class TransactionFatalError(TransactionError):
+    """The transactional producer cannot go on (fenced, not authorized, an unexpected broker answer): close it.
+    `__cause__` is the error behind it."""
+
+    fatal = True
+
+
+class TransactionAbortedError(TransactionError):
+    """A record never sent because its transaction was aborted (Java's TransactionAbortedException)."""
+
+
+class TransactionTimeoutError(KafkaTimeoutError, TransactionError):
+    """A transactional call did not finish within its timeout. Its outcome is not known yet: the operation goes on,
+    and calling the same method again resumes waiting for it (any other transactional call is a state error)."""
+
+
+class ProducerFencedError(TransactionFatalError):
+    """Another producer with the same transactional id took over (a newer epoch): this one can no longer write."""

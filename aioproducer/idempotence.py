@@ -409,7 +409,7 @@ class IdempotenceState:
         """The DeliveryTimeoutError of a batch whose time ran out, saying whether it may have been written."""
         tp = f"{batch.tp[0]}-{batch.tp[1]}"
         if batch.maybe_written:
-            what = "not acknowledged; they may have been written (outcome unknown)"
+            what = "not acknowledged; they may have been written: their outcome is unknown"
         elif batch.attempts or batch.base_sequence != NO_SEQUENCE:
             what = "not written (every attempt was refused)"
         else:

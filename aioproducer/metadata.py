@@ -1,13 +1,15 @@
 """Cluster state built from Metadata responses, and the bookkeeping of which topics to ask about; pure.
 
-Owns brokers, topic layouts and leaders, and the decision of *when* to refresh (age, staleness, idle topics, as
-Java's `ProducerMetadata`). It never does I/O and never reads the clock: `now_ms` arrives as an argument.
+Owns brokers, topic layouts and leaders, which of two views of a partition is newer (leader epochs, KIP-320), and
+the decision of *when* to refresh (age, staleness, idle topics, as Java's `ProducerMetadata`). It never does I/O and
+never reads the clock: `now_ms` arrives as an argument.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +46,7 @@ class TopicInfo:
     partitions: tuple[PartitionInfo, ...]
     available_partitions: tuple[int, ...]
     error_code: int = 0
+    topic_id: uuid.UUID | None = None  # Metadata v10+ (KIP-516); None when the broker did not say
 
     @property
     def num_partitions(self) -> int:
@@ -96,18 +99,21 @@ class ClusterMetadata:
                 ),
                 key=lambda p: p.partition,
             )
-            available = tuple(p.partition for p in parts if p.leader >= 0 and p.leader in brokers)
-            topics[name] = TopicInfo(name, tuple(parts), available)
+            topic_id = t.get("topic_id")
+            topic_id = topic_id if isinstance(topic_id, uuid.UUID) and topic_id.int else None
+            topics[name] = TopicInfo(name, tuple(parts), _available(parts, brokers), topic_id=topic_id)
         return cls(brokers, topics, errors, response.get("cluster_id"), response.get("controller_id", -1))
 
     def merge(self, newer: ClusterMetadata, requested: Iterable[str]) -> ClusterMetadata:
         """Fold a response for `requested` topics into this snapshot; topics not asked about keep their layout."""
         asked = set(requested)
+        brokers = newer.brokers or self.brokers
         topics = {name: info for name, info in self.topics.items() if name not in asked}
-        topics.update(newer.topics)
+        for name, info in newer.topics.items():
+            known = self.topics.get(name)
+            topics[name] = info if known is None else _newest_leaders(known, info, brokers)
         errors = {name: code for name, code in self.topic_errors.items() if name not in asked}
         errors.update(newer.topic_errors)
-        brokers = newer.brokers or self.brokers
         return ClusterMetadata(brokers, topics, errors, newer.cluster_id, newer.controller_id)
 
     def with_leader(self, topic: str, partition: int, leader: int, leader_epoch: int) -> ClusterMetadata:
@@ -120,9 +126,8 @@ class ClusterMetadata:
             return self
         parts = list(info.partitions)
         parts[partition] = PartitionInfo(partition, leader, leader_epoch)
-        available = tuple(p.partition for p in parts if p.leader >= 0 and p.leader in self.brokers)
         topics = dict(self.topics)
-        topics[topic] = TopicInfo(topic, tuple(parts), available)
+        topics[topic] = TopicInfo(topic, tuple(parts), _available(parts, self.brokers), topic_id=info.topic_id)
         return ClusterMetadata(self.brokers, topics, self.topic_errors, self.cluster_id, self.controller_id)
 
     def topic_error(self, topic: str) -> KafkaError | None:
@@ -131,6 +136,31 @@ class ClusterMetadata:
         if code is None or code in _TRANSIENT_TOPIC_ERRORS:
             return None
         return kafka_error(code, f"metadata for topic {topic!r}: error {code}")
+
+
+def _available(parts: Iterable[PartitionInfo], brokers: Mapping[int, BrokerInfo]) -> tuple[int, ...]:
+    return tuple(p.partition for p in parts if p.leader >= 0 and p.leader in brokers)
+
+
+def _newest_leaders(known: TopicInfo, answer: TopicInfo, brokers: Mapping[int, BrokerInfo]) -> TopicInfo:
+    """The answer's layout, except for partitions we know under a newer leader epoch (Java's
+    Metadata.updateLatestMetadata, KIP-320): brokers' metadata caches lag, so a Metadata answer may be older than
+    what we hold, e.g. a KIP-951 leader hint. Equal epochs take the answer; an answer without epochs (before
+    Metadata v7) is taken as it is; so is a topic whose id changed (deleted and created again: epochs restart)."""
+    if known.topic_id is not None and answer.topic_id is not None and known.topic_id != answer.topic_id:
+        return answer
+    parts = list(answer.partitions)
+    kept = False
+    for held in known.partitions[: len(parts)]:
+        fresh = parts[held.partition]
+        if fresh.leader_epoch >= 0 and held.leader_epoch > fresh.leader_epoch:
+            # A kept leader that left the broker list is as good as unknown (see from_response).
+            leader = held.leader if held.leader in brokers else -1
+            parts[held.partition] = PartitionInfo(held.partition, leader, held.leader_epoch, held.error_code)
+            kept = True
+    if not kept:
+        return answer
+    return TopicInfo(answer.name, tuple(parts), _available(parts, brokers), answer.error_code, answer.topic_id)
 
 
 class MetadataState:
@@ -150,6 +180,10 @@ class MetadataState:
         self._last_refresh_ms: int | None = None
         self._last_attempt_ms = -(1 << 62)
         self._update_requested = True
+        # Java's Metadata.requestVersion: bumped by every ask for an update, so that a response to a request sent
+        # before the latest ask does not clear it (that topic or error would otherwise wait for max_age).
+        self._update_version = 0
+        self._attempt_version = 0
 
     @property
     def topics(self) -> frozenset[str]:
@@ -159,7 +193,7 @@ class MetadataState:
         """Start tracking a topic; a topic not known yet asks for an update at once."""
         if topic not in self._last_used_ms:
             self._new_topics.add(topic)
-            self._update_requested = True
+            self.request_update()
         self._last_used_ms[topic] = now_ms
 
     def touch(self, topic: str, now_ms: int) -> None:
@@ -169,6 +203,7 @@ class MetadataState:
 
     def request_update(self) -> None:
         self._update_requested = True
+        self._update_version += 1
 
     def next_update_delay_ms(self, now_ms: int) -> int:
         """0 when a Metadata request should go out now, else how long until one is due."""
@@ -177,8 +212,13 @@ class MetadataState:
             return max(0, backoff_left)
         return max(0, backoff_left, self._last_refresh_ms + self._max_age_ms - now_ms)
 
-    def topics_to_request(self, now_ms: int) -> list[str]:
-        """Topics for the next request, after dropping those idle for longer than `metadata_max_idle_ms`."""
+    def topics_to_request(self, now_ms: int, in_use: Iterable[str] = ()) -> list[str]:
+        """Topics for the next request, after dropping those idle for longer than `metadata_max_idle_ms`. Topics
+        `in_use` (records of theirs are not delivered yet) count as used now: records waiting for a leader that
+        moved must see the new one, however long since their topic last started a batch."""
+        for topic in in_use:
+            if topic in self._last_used_ms:
+                self._last_used_ms[topic] = now_ms
         idle = [t for t, used in self._last_used_ms.items() if now_ms - used > self._max_idle_ms]
         for topic in idle:
             del self._last_used_ms[topic]
@@ -187,12 +227,13 @@ class MetadataState:
 
     def on_attempt(self, now_ms: int) -> None:
         self._last_attempt_ms = now_ms
+        self._attempt_version = self._update_version
 
     def on_response(self, response: ClusterMetadata, requested: Iterable[str], now_ms: int) -> None:
         requested = list(requested)
         self.cluster = self.cluster.merge(response, requested)
         self._last_refresh_ms = now_ms
-        self._update_requested = any(
+        self._update_requested = self._update_version != self._attempt_version or any(
             t not in self.cluster.topics or not self.cluster.topics[t].available_partitions
             for t in requested
             if self.cluster.topic_error(t) is None
@@ -203,7 +244,10 @@ class MetadataState:
         self._last_attempt_ms = now_ms
         self._update_requested = True
 
-    def pick_broker(self, rng: random.Random) -> BrokerInfo | None:
-        """A known broker to ask for metadata; None means go back to the bootstrap list (re-bootstrap)."""
-        brokers = list(self.cluster.brokers.values())
+    def pick_broker(
+        self, rng: random.Random, usable: Callable[[int], bool] = lambda node_id: True
+    ) -> BrokerInfo | None:
+        """A known broker to ask for metadata, of those `usable` (not backing off); None means go back to the
+        bootstrap list (re-bootstrap)."""
+        brokers = [broker for broker in self.cluster.brokers.values() if usable(broker.node_id)]
         return rng.choice(brokers) if brokers else None

@@ -107,8 +107,9 @@ def choose_partition(
     The answer must be an `int` in `[0, partitions.num_partitions)`, else PartitionerError at the call. Java checks
     only for a negative number (IllegalArgumentException) and lets a partition beyond the topic sit in the buffer
     until `delivery_timeout_ms`; here any answer the topic cannot take fails at once, as the partitioner was shown
-    the layout it answered for. A `bool` is refused (Python counts it as an int; Java's partitioner returns a
-    primitive int, so no Java partitioner can answer `true`). An exception from the partitioner becomes a
+    the layout it answered for. The type is `int` exactly: a `bool` is refused (Python counts it as an int; Java's
+    partitioner returns a primitive int, so no Java partitioner can answer `true`), and so are other int subclasses
+    (an IntEnum) and numpy integers: `int(...)` them. An exception from the partitioner becomes a
     PartitionerError with it as the cause (an aioproducer error passes through as it is).
     """
     try:

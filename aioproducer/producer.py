@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -21,14 +21,26 @@ from .cluster import Cluster, monotonic_ms
 from .compression import CompressionType
 from .config import ProducerConfig
 from .delivery import BulkDeliveries, Delivery, resolve
-from .errors import AioProducerError, KafkaTimeoutError, ProducerClosedError, TransportError
+from .errors import (
+    AioProducerError,
+    InvalidRecordError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    TransactionStateError,
+    TransportError,
+)
+from .health import Health, health_of
 from .idempotence import IdempotenceState
 from .memory import MemoryWaiters
+from .metrics import MetricsSnapshot
 from .models import ProducerRecord, RecordMetadata
+from .observer import Observer, new_observer
 from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
 from .records.layout import BATCH_HEADER_SIZE
 from .sender import Sender
-from .serializers import resolve_serializer
+from .serializers import RecordSerializer, resolve_serializer
+from .transactions import BatchHooks, TransactionManager
+from .transactions_api import TransactionalMethods
 from .validation import check_topic
 
 __all__ = ["Producer"]
@@ -41,18 +53,27 @@ _NEW, _RUNNING, _CLOSING, _CLOSED = "new", "running", "closing", "closed"
 _YIELD_AFTER_BYTES = 64 * 1024
 
 
-class Producer:
+class Producer(TransactionalMethods):
     """An asyncio Kafka producer. Use as `async with Producer(...) as producer:` or `start()` / `close()`.
 
     Settings are the Java producer's, dots turned to underscores (`linger_ms=5`), or a dict of Java keys
-    (`config={"linger.ms": 5}`). See `ProducerConfig` for every setting and its default.
+    (`config={"linger.ms": 5}`). See `ProducerConfig` for every setting and its default. With `transactional_id`
+    the producer is transactional: see `TransactionalMethods` for begin / commit / abort / send_offsets.
     """
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *, config: Any = None, **settings: Any):
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | None = None,
+        *,
+        config: Any = None,
+        hooks: Iterable[Any] = (),
+        **settings: Any,
+    ):
         if bootstrap_servers is not None:
             settings["bootstrap_servers"] = bootstrap_servers
         self.config = cfg = ProducerConfig.build(config, **settings)
         self._partitioner = _resolve_partitioner(cfg)
+        self._record_serializer = RecordSerializer.for_settings(cfg.key_serializer, cfg.value_serializer)
         self._compression = CompressionType.from_name(cfg.compression_type)
         self._state = _NEW
         self._loop: asyncio.AbstractEventLoop  # set by start(); nothing uses it before
@@ -68,6 +89,13 @@ class Producer:
         self._memory_waiters = MemoryWaiters(self._accumulator, self._wake, cfg.max_block_ms)
         self._shutdown_task: asyncio.Task[None] | None = None
         self._sender_error: BaseException | None = None  # why the sender task crashed, if it did
+        self._observer: Observer = new_observer(
+            cfg, hooks, config if isinstance(config, Mapping) else {}, monotonic_ms, RECORD_MEMORY_OVERHEAD
+        )
+        if self._observer.hooks.wants_records:  # resolved once: without record hooks the record path is untouched
+            self.enqueue = self._observer.wrap_enqueue(self.enqueue)  # type: ignore[method-assign,assignment]
+            self.send_many = self._observer.wrap_send_many(self.send_many)  # type: ignore[method-assign,assignment]
+        self._txn: TransactionManager | None = None  # set by start() when transactional_id is given
 
     def __repr__(self) -> str:
         return f"<Producer {self._state} bootstrap={','.join(self.config.bootstrap_servers)}>"
@@ -84,7 +112,7 @@ class Producer:
             raise ProducerClosedError(f"start() called on a producer that is {self._state}")
         self._loop = asyncio.get_running_loop()
         self._stopped: asyncio.Future[None] = self._loop.create_future()  # done once closed
-        self._cluster = Cluster(self.config, self._wake)
+        self._cluster = Cluster(self.config, self._wake, self._observer, self._topics_in_use)
         if self.config.security_protocol != "PLAINTEXT":
             try:
                 await asyncio.wait_for(self._cluster.connect_any(), self.config.max_block_ms / 1000)
@@ -93,23 +121,50 @@ class Producer:
             except BaseException:
                 await self._cluster.close()
                 raise
+        idempotence = IdempotenceState(
+            self.config.idempotence,
+            retries=self.config.retries,
+            delivery_timeout_ms=self.config.delivery_timeout_ms,
+            transactional_id=self.config.transactional_id,
+        )
         self._sender = Sender(
-            self.config,
-            self._accumulator,
-            self._cluster,
-            IdempotenceState(
-                self.config.idempotence,
-                retries=self.config.retries,
-                delivery_timeout_ms=self.config.delivery_timeout_ms,
-            ),
-            self.config.acks,
+            self.config, self._accumulator, self._cluster, idempotence, self.config.acks, self._observer
         )
         self._sender.on_batch_done = self._memory_waiters.notify
+        if self.config.transactional_id is not None:
+            self._txn = self._new_transaction_manager(idempotence)
         self._accumulator.loop = self._loop
         self._appender = self._new_appender()
         self._task = self._loop.create_task(self._sender.run(), name="aioproducer-sender")
         self._task.add_done_callback(self._on_sender_exit)
         self._state = _RUNNING
+        if self._txn is not None:
+            # On a timeout the producer stays started: init_transactions() resumes the wait.
+            await self._txn.init(self.config.max_block_ms / 1000)
+
+    def _new_transaction_manager(self, idempotence: IdempotenceState) -> TransactionManager:
+        sender = self._sender
+        manager = TransactionManager(
+            self.config,
+            self._cluster,
+            idempotence,
+            BatchHooks(
+                has_incomplete=lambda: bool(self._accumulator.incomplete),
+                sending_at_once=self._sending_at_once,
+                fail_unsent=sender.fail_unsent,
+                fail_queued=sender.fail_queued,
+                wake_sender=sender.wake,
+            ),
+        )
+        sender.transaction = manager
+        notify_memory = self._memory_waiters.notify
+
+        def on_batch_done() -> None:
+            notify_memory()
+            manager.on_batch_done()
+
+        sender.on_batch_done = on_batch_done
+        return manager
 
     def _new_appender(self) -> Appender:
         cfg = self.config
@@ -133,7 +188,11 @@ class Producer:
         return appender
 
     async def __aenter__(self) -> Producer:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            await self.close(0)  # `async with` would otherwise leave a started producer behind
+            raise
         return self
 
     async def __aexit__(
@@ -162,6 +221,13 @@ class Producer:
             timeout = self.config.close_timeout_ms / 1000
         self._begin_closing()
         try:
+            if self._txn is not None:
+                # Java's Sender aborts an open transaction on close; a commit under way is waited for. Both share
+                # the one timeout with the flush below.
+                started = self._loop.time()
+                await self._txn.close(timeout)
+                if timeout is not None:
+                    timeout = max(0.0, timeout - (self._loop.time() - started))
             await self._wait_incomplete(timeout)
         except KafkaTimeoutError:
             log.warning("close(timeout=%s): failing records not delivered in time", timeout)
@@ -204,6 +270,7 @@ class Producer:
         finally:
             self._state = _CLOSED
             self._stopped.set_result(None)
+            self._observer.hooks.close()
 
     def _on_sender_exit(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or task.exception() is None or self._state == _CLOSED:
@@ -250,11 +317,20 @@ class Producer:
     ) -> Delivery:
         """Buffer one record; returns its `Delivery` as soon as it is buffered: await it for the `RecordMetadata`.
 
-        Waits (up to `max_block_ms`) only for the topic's metadata or for buffer memory. Cancelling `enqueue` while
+        Waits (up to `max_block_ms`) only for the topic's metadata or for buffer memory, and for an async serializer
+        when one is configured. Cancelling `enqueue` while
         it waits guarantees the record is not sent; once it returned, the record will be delivered or failed.
         """
         if self._state != _RUNNING:
             raise self._closed_error()
+        serializer = self._record_serializer
+        if serializer is not None:  # context-aware or async serializers; plain ones run in the appender
+            if serializer.is_async:
+                key, value, headers = await serializer.apply_async(topic, key, value, headers)
+                if self._state != _RUNNING:
+                    raise self._closed_error()
+            else:
+                key, value, headers = serializer.apply(topic, key, value, headers)
         appender = self._appender
         if appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
             # Before buffering, so that a cancellation here leaves the record unsent, as documented.
@@ -262,6 +338,8 @@ class Producer:
             await asyncio.sleep(0)
             if self._state != _RUNNING:
                 raise self._closed_error()
+        if self._txn is not None:  # here, after every wait: a transaction that ended meanwhile takes no record
+            self._txn.check_send()
         delivery = appender.append_now(topic, value, key, headers, partition, timestamp_ms)
         if type(delivery) is tuple:
             delivery = await self._append_after_waiting(topic, delivery, partition)
@@ -276,7 +354,17 @@ class Producer:
         """
         if self._state != _RUNNING:
             raise self._closed_error()
-        batch = records if isinstance(records, Sequence) else list(records)
+        if self._txn is not None:
+            self._txn.check_send()
+        try:
+            batch = records if isinstance(records, Sequence) else list(records)
+        except TypeError:
+            raise InvalidRecordError(
+                f"send_many takes an iterable of ProducerRecords, got {type(records).__name__}"
+            ) from None
+        refused = None
+        if self._record_serializer is not None:
+            batch, refused = await self._record_serializer.apply_many(batch)
         appender = self._appender
         bulk: BulkDeliveries = speedups.BulkDeliveries() if speedups is not None else BulkDeliveries()
         index = 0
@@ -288,6 +376,13 @@ class Producer:
                 for _ in range(index, len(batch)):
                     bulk.add(closed)
                 break
+            if self._txn is not None:
+                try:
+                    self._txn.check_send()  # the transaction may have ended while this call yielded or waited
+                except AioProducerError as exc:
+                    for _ in range(index, len(batch)):
+                        bulk.add(exc)
+                    break
             index = appender.append_many(batch, index, int(time.time() * 1000), bulk, _YIELD_AFTER_BYTES)
             prepared = bulk.last()
             if type(prepared) is tuple:
@@ -305,7 +400,8 @@ class Producer:
         with self._sending_at_once():
             for outcome in bulk.outcomes():
                 await outcome.wait()
-        return bulk.results(resolve)
+        results: list[RecordMetadata | BaseException] = bulk.results(resolve)
+        return RecordSerializer.merge(results, refused) if refused else results
 
     async def _append_after_waiting(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
         """The slow path: wait for metadata and memory (together bounded by `max_block_ms`), then append."""
@@ -317,9 +413,11 @@ class Producer:
             info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms, partition)
         memory = prepared[3] + RECORD_MEMORY_OVERHEAD
         if self._memory_waiters or not self._accumulator.has_room(memory):
-            await self._memory_waiters.wait(memory, deadline)
+            await self._observer.timed_memory_wait(self._memory_waiters.wait(memory, deadline))
         if self._state != _RUNNING:
             raise self._closed_error()
+        if self._txn is not None:
+            self._txn.check_send()
         return self._appender.place(topic, prepared, partition, info)
 
     # -- flushing -----------------------------------------------------------------------------------------------
@@ -372,6 +470,42 @@ class Producer:
         check_topic(topic)
         info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
         return list(range(info.num_partitions))
+
+    def metrics(self) -> MetricsSnapshot:
+        """An immutable snapshot of the producer's metrics, under the Java producer's names (see the README)."""
+        started = self._state != _NEW
+        return self._observer.snapshot(
+            self._accumulator,
+            self._cluster.open_connections() if started else (),
+            self._sender.idempotence if started else None,
+            self._accumulator.memory_waiters,
+        )
+
+    def health(self) -> Health:
+        """Connected brokers, known leaders of the topics in use, buffer use, the last error: for readiness probes."""
+        if self._state == _NEW:
+            return health_of(self._state, (), None, (), self._accumulator, self._observer)
+        cluster = self._cluster
+        return health_of(
+            self._state,
+            cluster.open_connections(),
+            cluster.metadata,
+            cluster.state.topics,
+            self._accumulator,
+            self._observer,
+        )
+
+    def _transaction_manager(self) -> TransactionManager:
+        if self.config.transactional_id is None:
+            raise TransactionStateError("not a transactional producer: create it with transactional_id=...")
+        if self._state != _RUNNING or self._txn is None:
+            raise self._closed_error()
+        return self._txn
+
+    def _topics_in_use(self) -> set[str]:
+        """Topics with batches waiting to be sent or retried (read once per metadata refresh, one look per
+        partition; a batch in flight comes back to its queue if its request fails)."""
+        return {topic for (topic, _partition), queue in self._accumulator.queues.items() if queue}
 
     def _wake(self) -> None:
         if self._state != _NEW:

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .accumulator import ProducerBatch, RecordAccumulator
 from .cluster import Cluster, monotonic_ms
@@ -22,10 +22,11 @@ from .connection import BrokerConnection
 from .errors import AioProducerError, TransportError
 from .idempotence import Action, Decision, IdempotenceState, wire_sequence
 from .kafka_errors import kafka_error
+from .observer import Observer
 from .protocol import ApiKey
 from .records import BatchBuilder
 
-__all__ = ["Sender"]
+__all__ = ["Sender", "TransactionGate"]
 
 log = logging.getLogger("aioproducer.sender")
 
@@ -33,6 +34,18 @@ log = logging.getLogger("aioproducer.sender")
 _OFFLOAD_COMPRESSION_BYTES = 64 * 1024
 # Failed batches are logged at WARNING at most this often; the next line counts the ones left out.
 _FAILURE_LOG_INTERVAL_S = 5.0
+
+
+class TransactionGate(Protocol):
+    """What a transactional producer's sender asks its transaction manager (`transactions.TransactionManager`)."""
+
+    transactional_id: str
+
+    def may_send(self, tp: tuple[str, int]) -> bool: ...
+
+    def produce_version(self, conn: BrokerConnection) -> int: ...
+
+    def on_batch_failed(self, error: BaseException) -> None: ...
 
 
 class Sender:
@@ -45,12 +58,15 @@ class Sender:
         cluster: Cluster,
         idempotence: IdempotenceState,
         acks: int,
+        observer: Observer,
     ) -> None:
         self._config = config
         self._acc = accumulator
         self._cluster = cluster
         self._idem = idempotence
         self._acks = acks
+        self._observer = observer
+        self.idempotence = idempotence  # read by the producer's metrics
         self._rng = random.Random()
         self._waiter: asyncio.Future[None] | None = None
         self._wakeup_pending = False
@@ -66,6 +82,9 @@ class Sender:
         self._failure_log = _FailureLog(log)
         self.fatal_error: AioProducerError | None = None
         self.on_batch_done: Callable[[], None] = lambda: None
+        # Set for a transactional producer: it owns the producer id (InitProducerId goes to the transaction
+        # coordinator) and says which partitions may be sent and with which Produce version.
+        self.transaction: TransactionGate | None = None
 
     def wake(self) -> None:
         waiter = self._waiter
@@ -83,7 +102,7 @@ class Sender:
             self._wakeup_pending = False
             now = monotonic_ms()
             self._idem.maybe_resolve()
-            if self._idem.needs_producer_id:
+            if self._idem.needs_producer_id and self.transaction is None:
                 self._ensure_producer_id(now)
             sent, wait = self._send_ready(now)
             if now >= self._next_expiry_ms or not sent:
@@ -95,7 +114,8 @@ class Sender:
                 await asyncio.sleep(0)
                 continue
             # InitProducerId backing off after a failure; with no connection, the sender waits to be woken.
-            pid_retry = self._init_pid_retry_ms - now if self._idem.needs_producer_id else None
+            asks_id = self._idem.needs_producer_id and self.transaction is None
+            pid_retry = self._init_pid_retry_ms - now if asks_id else None
             if pid_retry is not None and pid_retry <= 0:
                 pid_retry = None
             for other in (wait, self._cluster.next_reconnect_delay_ms(now), self._next_expiry_ms - now, pid_retry):
@@ -159,6 +179,7 @@ class Sender:
         if error == 0:
             self.fatal_error = None
             self._idem.set_producer_id(response["producer_id"], response["producer_epoch"])
+            self._observer.producer_id_set(response["producer_id"], response["producer_epoch"], False)
             return True
         if not kafka_error(error).retriable:
             # e.g. CLUSTER_AUTHORIZATION_FAILED: what is queued fails now; later records ask again after a backoff.
@@ -180,6 +201,8 @@ class Sender:
                 continue
             if conn.in_flight >= self._config.max_in_flight_requests_per_connection:
                 continue
+            if self.transaction is not None:
+                partitions = [tp for tp in partitions if self.transaction.may_send(tp)]
             self._offload_compression(partitions)
             batches = self._acc.drain(partitions, self._config.max_request_size, self._idem, now)
             if batches:
@@ -220,32 +243,37 @@ class Sender:
         self.wake()
 
     def _send_produce(self, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
+        txn = self.transaction
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for batch in batches:
             records = batch.close().encode(
                 producer_id=batch.producer_id,
                 producer_epoch=batch.producer_epoch,
                 base_sequence=wire_sequence(batch.base_sequence),
+                transactional=txn is not None,
             )
             by_topic.setdefault(batch.topic, []).append({"index": batch.partition, "records": records})
             batch.leader_id, batch.leader_epoch = conn.node_id, self._leader_epoch_of(batch.tp)
             self._on_wire[batch] = None
         body = {
-            "transactional_id": None,
+            "transactional_id": None if txn is None else txn.transactional_id,
             "acks": self._acks,
             "timeout_ms": self._config.request_timeout_ms,
             "topic_data": [{"name": topic, "partition_data": parts} for topic, parts in by_topic.items()],
         }
         try:
-            future = conn.send(ApiKey.PRODUCE, body, expect_response=self._acks != 0)
+            version = None if txn is None else txn.produce_version(conn)
+            future = conn.send(ApiKey.PRODUCE, body, version=version, expect_response=self._acks != 0)
         except TransportError as exc:
             self._on_no_response(batches, exc, monotonic_ms())
             return
         if future is None:
+            self._observer.produce_sent(conn, batches, None)
             self._on_answer(batches, {}, monotonic_ms())  # acks=0: sent is done
             return
         self._in_flight.add(future)
         future.add_done_callback(lambda f: self._on_produce_done(f, batches))
+        self._observer.produce_sent(conn, batches, future)  # after the callback above: it reads settled batches
 
     # -- answers ------------------------------------------------------------------------------------------------
     def _on_produce_done(self, future: asyncio.Future[dict[str, Any]], batches: list[ProducerBatch]) -> None:
@@ -336,11 +364,13 @@ class Sender:
         elif action is Action.RETRY:
             if part is not None and part["error_code"]:
                 batch.last_error = kafka_error(part["error_code"], part.get("error_message") or None)
+            self._observer.batch_retried(batch, batch.last_error)
             self._acc.reenqueue(batch, now + self._retry_backoff_ms(batch.attempts))
         elif action is Action.SPLIT:
             log.info(
                 "%d record(s) for %s-%d too large for the broker: splitting the batch", batch.record_count, *batch.tp
             )
+            self._observer.batch_split(batch)
             self._acc.split(batch, self._idem)
         else:
             self._settle_failure(batch, decision.error or TransportError("failed"))
@@ -357,8 +387,11 @@ class Sender:
 
     def _settle_failure(self, batch: ProducerBatch, error: BaseException) -> None:
         self._failure_log.failed(batch, error)
+        self._observer.batch_failed(batch, error)
         batch.outcome.fail(error)
         self._acc.release(batch)
+        if self.transaction is not None:
+            self.transaction.on_batch_failed(error)
         self.on_batch_done()
 
     # -- expiry -------------------------------------------------------------------------------------------------
@@ -382,6 +415,12 @@ class Sender:
             # write it yet, so its outcome is unknown. The answer, when it comes, still counts for its sequence.
             self._settle_failure(batch, self._idem.on_expired(batch, now, on_wire=True, last_error=batch.last_error))
         self._next_expiry_ms = next_expiry if next_expiry is not None else now + timeout
+
+    def fail_unsent(self, error: BaseException) -> None:
+        """Fail every batch never sent (Java's abortUndrainedBatches: a transaction is being aborted). They carry
+        no sequence yet, so the sequence rules have nothing to record."""
+        for batch in self._acc.take_unsent():
+            self._settle_failure(batch, error)
 
     def fail_queued(self, error: BaseException, outcome_unknown: BaseException | None = None) -> None:
         """Fail every batch not in flight (close after its timeout, or a fatal producer error); batches the broker

@@ -1,6 +1,11 @@
-"""Turning record keys and values into bytes: the built-in serializers and `resolve_serializer`.
+"""Turning record keys and values into bytes: the built-in serializers, `resolve_serializer`, and `RecordSerializer`
+for serializers that need the record's context or are async.
 
-Pure functions of their input; imports nothing from aioproducer but `errors`, and does no I/O.
+A serializer is a callable of the value (the fast path, run by the appender), or an object whose
+`serialize(topic, headers, value)` also sees the topic and the record's headers, which it may extend (Java's
+`Serializer.serialize(topic, headers, data)`); either may be `async`. Those two kinds run in `RecordSerializer`,
+before the appender, and are awaited only when async. Imports nothing from aioproducer but `errors` and
+`validation`; does no I/O of its own.
 """
 
 from __future__ import annotations
@@ -8,15 +13,19 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import difflib
+import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 from aioproducer.errors import AioProducerError, ConfigError, InvalidRecordError
+from aioproducer.validation import check_topic
 
 __all__ = [
     "BUILTIN_SERIALIZERS",
+    "ContextSerializer",
+    "RecordSerializer",
     "Role",
     "Serializer",
     "bytes_serializer",
@@ -27,6 +36,17 @@ __all__ = [
 
 Serializer: TypeAlias = Callable[[Any], bytes | None]
 Role: TypeAlias = Literal["key", "value"]
+Headers: TypeAlias = list[tuple[str, "bytes | None"]]
+
+
+class ContextSerializer(Protocol):
+    """A serializer that sees the record's topic and headers (a list it may append to), as Java's Serializer.
+
+    `serialize` may be `async def`: the producer then awaits it (only then) before buffering the record.
+    """
+
+    def serialize(self, topic: str, headers: Headers, value: Any) -> Any: ...
+
 
 BUILTIN_SERIALIZERS = ("bytes", "str", "json")
 _BINARY = (bytes, bytearray, memoryview)
@@ -150,9 +170,11 @@ def resolve_serializer(spec: str | Serializer | None, *, role: Role = "value") -
     """The serializer a `key_serializer`/`value_serializer` setting names; `role` words its error messages.
 
     None or "bytes" → bytes only; "str" → UTF-8 text; "json" → compact JSON; a callable is wrapped so that a
-    wrong return type or an exception it raises reaches the caller as `InvalidRecordError`.
+    wrong return type or an exception it raises reaches the caller as `InvalidRecordError`. An object with
+    `serialize(topic, headers, value)` or an async callable is run by `RecordSerializer` instead.
     """
-    if spec is None or spec == "bytes":
+    if spec is None or spec == "bytes" or _needs_context(spec):
+        # A context-aware or async serializer runs before the appender (`RecordSerializer`): bytes arrive here.
         return _BytesSerializer(role)
     if spec == "str":
         return _StrSerializer("utf-8", role)
@@ -183,3 +205,155 @@ def _names() -> str:
 def _did_you_mean(spec: str) -> str:
     close = difflib.get_close_matches(spec.lower(), BUILTIN_SERIALIZERS, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _needs_context(spec: object) -> bool:
+    """An object with `serialize(topic, headers, value)`, or an async callable of the value."""
+    if isinstance(spec, str | _Builtin):
+        return False
+    return callable(getattr(spec, "serialize", None)) or _is_async(spec)
+
+
+def _is_async(function: object) -> bool:
+    # An `async def` function or method, or an object whose class defines `async def __call__`.
+    if inspect.iscoroutinefunction(function):
+        return True
+    for klass in type(function).__mro__ if callable(function) else ():
+        if "__call__" in vars(klass):
+            return inspect.iscoroutinefunction(vars(klass)["__call__"])
+    return False
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One role's context-aware or async serializer, with the checks `_CheckedSerializer` makes."""
+
+    target: Any
+    role: Role
+
+    @property
+    def function(self) -> Callable[..., Any]:
+        serialize = getattr(self.target, "serialize", None)
+        return serialize if callable(serialize) else self.target  # type: ignore[no-any-return]
+
+    @property
+    def takes_context(self) -> bool:
+        return callable(getattr(self.target, "serialize", None))
+
+    @property
+    def is_async(self) -> bool:
+        return _is_async(self.function)
+
+    def call(self, topic: str, headers: Headers, obj: Any) -> Any:
+        try:
+            return self.function(topic, headers, obj) if self.takes_context else self.function(obj)
+        except AioProducerError:
+            raise
+        except Exception as exc:
+            raise self.failure(obj, exc) from exc
+
+    def failure(self, obj: Any, exc: BaseException) -> InvalidRecordError:
+        return InvalidRecordError(f"{self.role}_serializer {self.target!r} failed on a {type(obj).__name__}: {exc!r}")
+
+    def check(self, data: Any) -> bytes | None:
+        if data is None or type(data) is bytes:
+            return data
+        if isinstance(data, _BINARY):
+            return bytes(data)
+        if inspect.isawaitable(data):
+            if inspect.iscoroutine(data):
+                data.close()  # never awaited: close it rather than leak a warning
+            raise InvalidRecordError(
+                f"{self.role}_serializer {self.target!r} returned an awaitable from a plain function: declare it "
+                "`async def` so the producer awaits it"
+            )
+        raise InvalidRecordError(
+            f"{self.role}_serializer {self.target!r} returned {type(data).__name__}: it must return bytes or None"
+        )
+
+
+class RecordSerializer:
+    """Runs the context-aware and async serializers of a producer, key then value (as Java's KafkaProducer.doSend),
+    before the record reaches the appender. Built only when a setting needs it (`for_settings`), so producers with
+    plain serializers never pay for it.
+    """
+
+    __slots__ = ("_key", "_value", "is_async")
+
+    def __init__(self, key: _Step | None, value: _Step | None) -> None:
+        self._key, self._value = key, value
+        self.is_async = any(step is not None and step.is_async for step in (key, value))
+
+    @classmethod
+    def for_settings(cls, key_serializer: object, value_serializer: object) -> RecordSerializer | None:
+        key = _Step(key_serializer, "key") if _needs_context(key_serializer) else None
+        value = _Step(value_serializer, "value") if _needs_context(value_serializer) else None
+        return cls(key, value) if key is not None or value is not None else None
+
+    def apply(self, topic: str, key: Any, value: Any, headers: Any) -> tuple[Any, Any, Headers | Any]:
+        """Serialized (key, value, headers) of a record, for serializers that are all synchronous."""
+        check_topic(topic)  # Java validates the topic (waitOnMetadata) before it serializes
+        headers = _header_list(headers)
+        if self._key is not None:
+            key = self._key.check(self._key.call(topic, headers, key))
+        if self._value is not None:
+            value = self._value.check(self._value.call(topic, headers, value))
+        return key, value, headers
+
+    async def apply_async(self, topic: str, key: Any, value: Any, headers: Any) -> tuple[Any, Any, Headers | Any]:
+        """As `apply`, awaiting the async serializers."""
+        check_topic(topic)
+        headers = _header_list(headers)
+        for role, step in (("key", self._key), ("value", self._value)):
+            if step is None:
+                continue
+            obj = key if role == "key" else value
+            data = step.call(topic, headers, obj)
+            if step.is_async:
+                try:
+                    data = await data
+                except AioProducerError:
+                    raise
+                except Exception as exc:
+                    raise step.failure(obj, exc) from exc
+            if role == "key":
+                key = step.check(data)
+            else:
+                value = step.check(data)
+        return key, value, headers
+
+    async def apply_many(self, records: Sequence[Any]) -> tuple[list[tuple[Any, ...]], dict[int, AioProducerError]]:
+        """`send_many`'s records serialized (as 6-tuples), and the errors of those refused, by position."""
+        done: list[tuple[Any, ...]] = []
+        refused: dict[int, AioProducerError] = {}
+        for position, record in enumerate(records):
+            topic, value, key, headers, partition, timestamp_ms = record
+            try:
+                if self.is_async:
+                    key, value, headers = await self.apply_async(topic, key, value, headers)
+                else:
+                    key, value, headers = self.apply(topic, key, value, headers)
+            except AioProducerError as exc:
+                refused[position] = exc
+                continue
+            done.append((topic, value, key, headers, partition, timestamp_ms))
+        return done, refused
+
+    @staticmethod
+    def merge(results: list[Any], refused: Mapping[int, BaseException]) -> list[Any]:
+        """The results of the records that were sent, with the refused records' errors back in their places."""
+        if not refused:
+            return results
+        sent = iter(results)
+        return [refused[i] if i in refused else next(sent) for i in range(len(results) + len(refused))]
+
+
+def _header_list(headers: Any) -> Headers | Any:
+    # A fresh list the serializers may append to (a schema id header, say); the appender validates it after.
+    if headers is None:
+        return []
+    if isinstance(headers, dict):
+        return list(headers.items())
+    if isinstance(headers, list | tuple):
+        return list(headers)
+    return headers  # not a sequence: the appender refuses it with its own message

@@ -34,8 +34,9 @@ def check_topic(topic: object) -> None:
 
 def check_partition(partition: object) -> int:
     """An explicit partition: an `int` of at least 0 (Java's ProducerRecord: "Partition number should always be
-    non-negative or null"). A `bool` is refused although Python counts it as an int: `partition=True` is a bug,
-    not partition 1. Whether the topic has that partition is checked against its metadata, later."""
+    non-negative or null"), exactly an `int`: a `bool` is refused although Python counts it as an int
+    (`partition=True` is a bug, not partition 1), as are other int subclasses. Whether the topic has that
+    partition is checked against its metadata, later."""
     if type(partition) is not int:
         raise UnknownPartitionError(f"partition must be an int or None, got {type(partition).__name__} {partition!r}")
     if partition < 0:

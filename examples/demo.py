@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import sys
 import time
 from collections.abc import Iterator
+
+from rich.progress import MofNCompleteColumn, Progress, TextColumn
 
 from aioproducer import Producer, ProducerRecord
 from aioproducer.testing import KafkaCluster, broker_or_embedded, create_topic, read_back
@@ -35,33 +36,28 @@ def broker(bootstrap: str | None, kind: str) -> Iterator[str]:
         yield cluster.bootstrap_servers
 
 
-def progress(done: int, total: int, started: float) -> None:
-    width = 30
-    filled = width * done // max(total, 1)
-    rate = done / max(time.perf_counter() - started, 1e-9)
-    sys.stdout.write(f"\r  [{'#' * filled}{'.' * (width - filled)}] {done:>9,}/{total:,}  {rate:,.0f} rec/s")
-    sys.stdout.flush()
-
-
 async def produce(bootstrap: str, topic: str, count: int, value_size: int, compression: str) -> tuple[int, int, float]:
     """Produce `count` keyed records with `send_many` in chunks; returns (delivered, failed, seconds)."""
     delivered = failed = 0
     chunk = 10_000
     payload = b"x" * value_size
     started = time.perf_counter()
+    columns = (*Progress.get_default_columns(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"))
     async with Producer(bootstrap, compression_type=compression, linger_ms=5) as producer:
-        for first in range(0, count, chunk):
-            records = [
-                ProducerRecord(topic, payload, key=b"key-%d" % (i % 1000), headers=[("n", str(i).encode())])
-                for i in range(first, min(first + chunk, count))
-            ]
-            for result in await producer.send_many(records):
-                if isinstance(result, BaseException):
-                    failed += 1
-                else:
-                    delivered += 1
-            progress(delivered + failed, count, started)
-    sys.stdout.write("\n")
+        with Progress(*columns) as progress:
+            task = progress.add_task("producing", total=count, rate="")
+            for first in range(0, count, chunk):
+                records = [
+                    ProducerRecord(topic, payload, key=b"key-%d" % (i % 1000), headers=[("n", str(i).encode())])
+                    for i in range(first, min(first + chunk, count))
+                ]
+                for result in await producer.send_many(records):
+                    if isinstance(result, BaseException):
+                        failed += 1
+                    else:
+                        delivered += 1
+                rate = (delivered + failed) / (time.perf_counter() - started)
+                progress.update(task, completed=delivered + failed, rate=f"{rate:,.0f} records/s")
     return delivered, failed, time.perf_counter() - started
 
 

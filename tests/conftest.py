@@ -4,8 +4,10 @@ Tansu on request), fresh topics, a mock cluster per test and the read-back judge
 Targets, by fixture name:
 - `bootstrap`: the suite's default broker. Real Kafka (the session's single node, `kafka_cluster`) unless
   `AIOPRODUCER_BOOTSTRAP` points at an external cluster.
-- `kafka_cluster` / `kafka_cluster_3`: real Apache Kafka with node control, 1 node (session) or 3 nodes (session,
-  started only when a test asks for it). Never replaced by `AIOPRODUCER_BOOTSTRAP`.
+- `kafka_cluster` / `kafka_cluster_3`: real Apache Kafka with node control, 1 node (session) or 3 combined nodes
+  (session, started only when a test asks for it). Never replaced by `AIOPRODUCER_BOOTSTRAP`.
+  `kafka_cluster_3_one_controller`: 3 brokers, node 1 the only controller, no auto-creation (per module).
+  `AIOPRODUCER_KAFKA_VERSION` picks another Kafka release for all of them.
 - `tansu_bootstrap`: an embedded Tansu, for tests about Tansu or that need its instant start.
 - `mock_cluster`: librdkafka's mock cluster, for injected error codes.
 """
@@ -17,19 +19,23 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
 import pytest
 
 from aioproducer.testing import ConsumedRecord, KafkaCluster, MockCluster, TansuBroker, create_topic, read_back
 
 BOOTSTRAP_ENV = "AIOPRODUCER_BOOTSTRAP"
+# Runs every real-Kafka fixture on another Kafka release, e.g. 3.9.1 (`nox -s tests` does so for the core suites).
+KAFKA_VERSION_ENV = "AIOPRODUCER_KAFKA_VERSION"
 
 # Clusters started in this session, for the start-up summary and for log tails of failing tests.
 _CLUSTERS: list[tuple[str, KafkaCluster]] = []
 
 
-def _start_cluster(label: str, nodes: int, version: str | None = None) -> KafkaCluster:
-    cluster = KafkaCluster(nodes=nodes, **({"version": version} if version else {}))
+def _start_cluster(label: str, nodes: int, **options: Any) -> KafkaCluster:
+    version = os.environ.get(KAFKA_VERSION_ENV)
+    cluster = KafkaCluster(nodes=nodes, **({"version": version} if version else {}), **options)
     cluster.start()
     _CLUSTERS.append((label, cluster))
     return cluster
@@ -47,6 +53,22 @@ def kafka_session_cluster() -> Iterator[KafkaCluster]:
 @pytest.fixture(scope="session")
 def kafka_session_cluster_3() -> Iterator[KafkaCluster]:
     cluster = _start_cluster("kafka_cluster_3 (3 nodes)", 3)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster_3_one_controller() -> Iterator[KafkaCluster]:
+    """Three brokers of which only node 1 is a controller, and no topic auto-creation: nodes 2 and 3 can both be
+    down while the quorum lives on. Started per module that asks; tests heal it themselves."""
+    cluster = _start_cluster(
+        "kafka_cluster_3_one_controller (3 nodes)",
+        3,
+        controllers=1,
+        broker_config={"auto.create.topics.enable": "false"},
+    )
     try:
         yield cluster
     finally:

@@ -3,24 +3,45 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
+
+import pytest
 
 import aioproducer
 
 PACKAGE = Path(aioproducer.__file__).parent
-PURE = ["protocol", "records", "compression", "partitioner", "metadata", "accumulator", "idempotence", "validation"]
+PURE = [
+    "protocol",
+    "records",
+    "compression",
+    "partitioner",
+    "metadata",
+    "node_states",
+    "accumulator",
+    "idempotence",
+    "validation",
+    "metrics",
+    "transactions_state",
+    "transactions_verdicts",
+    "transactions_group",
+]
 IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 # Each layer may import only from the layers listed after it (and from errors / kafka_errors, below everything).
 LAYERS = [
-    ["spark", "testing"],
+    ["__main__"],
+    ["cli", "spark", "testing", "schema_registry", "contrib"],
     ["producer"],
-    ["appender", "sender"],
+    ["transactions_api"],
+    ["transactions"],
+    ["appender", "sender", "health", "transactions_coordinator"],
     ["cluster"],
-    ["connection", "memory"],
+    ["connection", "memory", "observer"],
     ["security"],
     ["accumulator"],
-    ["delivery"],
-    ["metadata", "idempotence", "partitioner", "validation", "models"],
+    ["delivery", "hooks", "metrics"],
+    ["transactions_state", "transactions_verdicts", "transactions_group"],
+    ["metadata", "node_states", "idempotence", "partitioner", "validation", "models"],
     ["records"],
     ["compression"],
     ["protocol"],
@@ -84,3 +105,38 @@ def test_public_api_is_exactly_all() -> None:
     public = {name for name in vars(aioproducer) if not name.startswith("_")} - {"annotations"}
     submodules = {name for name in public if type(getattr(aioproducer, name)).__name__ == "module"} - {"errors"}
     assert set(aioproducer.__all__) == (public - submodules) | {"__version__"}
+
+
+def test_every_declared_dependency_is_imported() -> None:
+    """anyio sat in the runtime dependencies for months while nothing imported it: every package the core or a
+    user-facing extra declares must be imported by some module of the package."""
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    declared = list(project["dependencies"])
+    for extra, requirements in project["optional-dependencies"].items():
+        if extra not in ("test", "dev"):  # the project's own tooling
+            declared += [r for r in requirements if not r.startswith("aioproducer")]
+    imported = {name.split(".")[0] for path in PACKAGE.rglob("*.py") for name in imports_of(path) | dynamic(path)}
+    for requirement in declared:
+        name = re.split(r"[<>=!~\[ ;]", requirement, maxsplit=1)[0].lower().replace("-", "_")
+        if name in INDIRECT:
+            continue
+        name = IMPORT_NAMES.get(name, name)
+        assert name in imported, f"{requirement} is declared but no module of aioproducer imports {name}"
+
+
+# Distributions whose import name differs from their name.
+IMPORT_NAMES = {"opentelemetry_api": "opentelemetry"}
+# Declared for another dependency's sake, never imported by aioproducer itself.
+INDIRECT = {"pandas": "pyspark's Arrow functions (mapInArrow) need it; declared to pin a version pyspark supports"}
+
+
+def dynamic(path: Path) -> set[str]:
+    """Modules named by string in `require("x")` / `import_module("x")` calls (the lazy optional imports)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            function = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if function in ("require", "import_module") and isinstance(node.args[0].value, str):
+                found.add(node.args[0].value)
+    return found

@@ -77,6 +77,7 @@ PYTHON_DEFAULTS: dict[str, Any] = {
     "partitioner_ignore_keys": False,
     "key_serializer": None,  # Java: required; here bytes only
     "value_serializer": None,
+    "interceptor_classes": (),
     "security_protocol": "PLAINTEXT",
     "ssl_context": None,
     "ssl_cafile": None,
@@ -89,6 +90,7 @@ PYTHON_DEFAULTS: dict[str, Any] = {
     "sasl_plain_password": None,
     "sasl_oauth_token_provider": None,  # Java: sasl.login.callback.handler.class
     "transactional_id": None,
+    "transaction_timeout_ms": 60000,
     "allow_auto_create_topics": True,
 }
 
@@ -121,12 +123,14 @@ JAVA_PARITY = [
     ("partitioner.ignore.keys", "true", "partitioner_ignore_keys", True),
     ("key.serializer", "org.apache.kafka.common.serialization.StringSerializer", "key_serializer", "str"),
     ("value.serializer", "org.apache.kafka.common.serialization.ByteArraySerializer", "value_serializer", "bytes"),
+    ("interceptor.classes", "mypkg.Audit, mypkg.Trace", "interceptor_classes", ("mypkg.Audit", "mypkg.Trace")),
     ("security.protocol", "ssl", "security_protocol", "SSL"),
     ("ssl.truststore.location", "/ca.pem", "ssl_cafile", "/ca.pem"),
     ("ssl.keystore.location", "/client.pem", "ssl_certfile", "/client.pem"),
     ("ssl.key.password", "pw", "ssl_password", "pw"),
     ("ssl.endpoint.identification.algorithm", "", "ssl_check_hostname", False),
     ("allow.auto.create.topics", "false", "allow_auto_create_topics", False),
+    ("transaction.timeout.ms", "30000", "transaction_timeout_ms", 30000),
 ]
 
 
@@ -163,6 +167,7 @@ def test_every_java_name_is_in_the_parity_table() -> None:
     covered = {python for _java, _pasted, python, _value in JAVA_PARITY}
     # No Java key of their own (SASL credentials live in sasl.jaas.config; SASL needs SASL_*: tested apart).
     unpaired = {"ssl_context", "ssl_keyfile", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password"}
+    # transactional.id needs idempotence, which the table's acks=1 turns off: tested apart.
     unpaired |= {"sasl_oauth_token_provider", "compression_level", "transactional_id", "close_timeout_ms"}
     assert covered == {"bootstrap_servers", *PYTHON_DEFAULTS} - unpaired
 
@@ -219,7 +224,7 @@ def test_non_str_key_is_an_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["send.buffer.bytes", "interceptor.classes", "ssl.truststore.password", "sasl.login.callback.handler.class"]
+    "key", ["send.buffer.bytes", "metric.reporters", "ssl.truststore.password", "sasl.login.class"]
 )
 def test_java_settings_we_lack_are_a_missing_feature_not_a_typo(key: str) -> None:
     with pytest.raises(FeatureNotAvailableError, match=f"'{re.escape(key)}' is not supported by aioproducer yet"):
@@ -238,6 +243,7 @@ INVALID = [
     ({"metadata_max_idle_ms": 4999}, "metadata_max_idle_ms must be at least 5000, got 4999"),
     ({"max_in_flight_requests_per_connection": 0}, "max_in_flight_requests_per_connection must be at least 1, got 0"),
     ({"connections_max_idle_ms": -2}, "connections_max_idle_ms must be at least -1, got -2"),
+    ({"interceptor_classes": 3}, "interceptor_classes must be a comma-separated str or a list, got 3"),
     ({"close_timeout_ms": -1}, "close_timeout_ms must be from 0 to 9223372036854775807, got -1"),
     ({"close_timeout_ms": 2.5}, "close_timeout_ms must be an integer (or a string of digits), got float 2.5"),
     ({"partitioner_ignore_keys": "yes"}, "partitioner_ignore_keys must be True or False (or 'true'/'false'), got str"),
@@ -302,9 +308,27 @@ def test_a_class_is_not_a_partitioner_instance() -> None:
     assert build(partitioner=instance).partitioner is instance
 
 
-def test_transactions_are_a_missing_feature() -> None:
-    with pytest.raises(FeatureNotAvailableError, match="transactions are not supported yet"):
-        ProducerConfig.build({"bootstrap.servers": "h:1", "transactional.id": "orders-1"})
+def test_transactional_id_needs_idempotence_as_in_java() -> None:
+    config = ProducerConfig.build({"bootstrap.servers": "h:1", "transactional.id": "orders-1"})
+    assert config.transactional_id == "orders-1" and config.idempotence and config.acks == -1
+    assert config.transaction_timeout_ms == 60000
+    for conflict, message in [
+        ({"acks": 1}, "acks=1"),
+        ({"max_in_flight_requests_per_connection": 6}, "max_in_flight_requests_per_connection=6"),
+        ({"retries": 0}, "retries=0"),
+        ({"enable_idempotence": False}, "enable_idempotence=False"),
+    ]:
+        with pytest.raises(ConfigError, match=f"transactional_id='orders-1' needs idempotence, which {message}"):
+            build(transactional_id="orders-1", **conflict)
+    with pytest.raises(ConfigError, match="enable_idempotence=True conflicts"):
+        build(transactional_id="orders-1", enable_idempotence=True, acks=0)
+
+
+def test_transaction_timeout_is_a_positive_int() -> None:
+    assert build(transaction_timeout_ms=900000).transaction_timeout_ms == 900000
+    for bad in (0, -1, 2**31):
+        with pytest.raises(ConfigError, match="transaction_timeout_ms"):
+            build(transaction_timeout_ms=bad)
 
 
 def test_delivery_timeout_may_equal_linger_plus_request_timeout() -> None:

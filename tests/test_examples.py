@@ -1,10 +1,15 @@
-"""The examples run for real against the test broker: the asyncio service, the FastAPI app and the demo."""
+"""The examples do what they claim, run for real: against the test broker, under SIGTERM, and with MockProducer."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
+import logging
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -12,7 +17,9 @@ from types import ModuleType
 import httpx
 import pytest
 
-from aioproducer.testing import ConsumedRecord
+from aioproducer.errors import BufferExhaustedError
+from aioproducer.kafka_errors import NotEnoughReplicasError
+from aioproducer.testing import ConsumedRecord, MockProducer
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -26,37 +33,147 @@ def load(name: str) -> ModuleType:
     return module
 
 
-async def test_asyncio_service_publishes_every_order_in_order_per_customer(
+def orders_by_customer(records: list[ConsumedRecord]) -> dict[bytes | None, list[int]]:
+    """Each customer's order sequence numbers in the order a consumer reads them (offset order)."""
+    seen: dict[bytes | None, list[int]] = {}
+    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
+        seen.setdefault(record.key, []).append(json.loads(record.value or b"")["sequence"])
+    return seen
+
+
+async def test_asyncio_service_keeps_each_customers_orders_in_order(
     bootstrap: str, topic_factory: Callable[..., str], read_back_records: Callable[..., list[ConsumedRecord]]
 ) -> None:
     topic = topic_factory(3)
-    delivered = await load("asyncio_service").run_service(bootstrap, topic, 60, workers=3)
-    assert len(delivered) == 60
+    counts = await load("asyncio_service").run_service(bootstrap, topic, 3000, customers=11)
+    assert (counts.published, counts.failed) == (3000, 0)
     records = read_back_records(topic)
-    orders = [json.loads(r.value or b"") for r in records]
-    assert sorted(o["order"] for o in orders) == list(range(60))
-    for customer in range(7):
-        mine = [o["order"] for o in orders if o["customer"] == customer]
-        assert len({r.partition for r in records if r.key == str(customer).encode()}) == 1
-        assert len(mine) == len(set(mine))
+    assert len(records) == 3000
+    by_customer = orders_by_customer(records)
+    assert len(by_customer) == 11
+    for key, sequences in by_customer.items():
+        assert sequences == list(range(len(sequences))), f"customer {key!r} out of order"
+        assert len({r.partition for r in records if r.key == key}) == 1
 
 
-async def test_fastapi_app_publishes_from_a_post_handler(
+def test_asyncio_service_stops_on_sigterm_and_loses_nothing_it_took(
     bootstrap: str, topic_factory: Callable[..., str], read_back_records: Callable[..., list[ConsumedRecord]]
 ) -> None:
+    topic = topic_factory(3)
+    command = [sys.executable, str(EXAMPLES / "asyncio_service.py"), "--bootstrap", bootstrap, "--topic", topic]
+    process = subprocess.Popen(
+        [*command, "--orders", "100000000", "--customers", "50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        assert "publishing" in process.stderr.readline()  # it runs: let it publish for a while
+        time.sleep(2)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, stderr
+    published = int(stdout.split()[1])
+    assert published > 0 and stdout.strip() == f"published {published} orders, 0 failed"
+    records = read_back_records(topic)
+    assert len(records) == published
+    for key, sequences in orders_by_customer(records).items():
+        assert sequences == list(range(len(sequences))), f"customer {key!r}: a gap or a reorder"
+
+
+async def test_asyncio_service_queue_is_bounded(mock_producer: MockProducer) -> None:
+    service = load("asyncio_service")
+    publisher = service.OrderPublisher(mock_producer, "orders", queue_size=5)
+    for n in range(5):
+        await publisher.submit(service.Order(0, n, n))
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(publisher.submit(service.Order(0, 5, 5)), 0.2)  # full: the intake waits
+    running = asyncio.ensure_future(publisher.run())
+    await publisher.stop()
+    counts = await running
+    assert (counts.published, counts.failed) == (5, 0)
+    assert [json.loads(r.value or b"")["sequence"] for r in mock_producer.records("orders")] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.mock_producer(value_serializer="json", key_serializer="str")  # as the app's own producer
+async def test_fastapi_app_with_the_mock_producer_fixture(
+    mock_producer: MockProducer, caplog: pytest.LogCaptureFixture
+) -> None:
+    example = load("fastapi_app")
+    app = example.create_app()
+    app.dependency_overrides[example.get_producer] = lambda: mock_producer
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+        ok = await client.post("/events/clicks", json={"user": "ada", "page": "/"})
+        not_allowed = await client.post("/events/payments", json={"user": "ada"})
+        accepted = await client.post("/events/orders/async", json={"user": "bob", "total": 3})
+        mock_producer.inject_error(NotEnoughReplicasError("only one replica in sync"))
+        with caplog.at_level(logging.ERROR, logger="events"):
+            failed_later = await client.post("/events/orders/async", json={"user": "eve"})
+            await asyncio.sleep(0)  # the done-callback runs on the loop
+        mock_producer.send_error = BufferExhaustedError("buffer full")
+        busy = await client.post("/events/clicks", json={"user": "ada"})
+    assert ok.status_code == 200 and ok.json() == {"topic": "web.clicks", "partition": 0, "offset": 0}
+    assert not_allowed.status_code == 422  # not on the allow-list: never becomes a topic name
+    assert accepted.status_code == 202 and failed_later.status_code == 202
+    assert "event not delivered" in caplog.text and "only one replica in sync" in caplog.text
+    assert busy.status_code == 503 and busy.headers["retry-after"] == "5"
+    assert [(r.key, json.loads(r.value or b"")) for r in mock_producer.records("web.clicks")] == [
+        (b"ada", {"user": "ada", "page": "/"})
+    ]
+    assert [r.key for r in mock_producer.records("shop.orders")] == [b"bob"]
+    assert {r.topic for r in mock_producer.history()} == {"web.clicks", "shop.orders"}
+
+
+async def test_fastapi_shutdown_is_bounded_and_logs_what_it_could_not_deliver(caplog: pytest.LogCaptureFixture) -> None:
+    example = load("fastapi_app")
+    settings = example.Settings(shutdown_grace_s=0.5)
+
+    def slow_broker(_: object) -> MockProducer:  # acknowledgements that would take a minute
+        return MockProducer(latency_ms=60_000, value_serializer="json", key_serializer="str")
+
+    app = example.create_app(settings, producer_factory=slow_broker)
+    loop = asyncio.get_running_loop()
+    with caplog.at_level(logging.ERROR, logger="events"):
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+                answers = [await client.post("/events/clicks/async", json={"user": f"u{i}"}) for i in range(3)]
+            stopping = loop.time()
+        took = loop.time() - stopping
+        await asyncio.sleep(0)
+    assert [a.status_code for a in answers] == [202] * 3
+    assert 0.45 <= took < 5
+    assert caplog.text.count("event not delivered: ProducerClosedError") == 3
+
+
+async def test_fastapi_app_publishes_to_kafka(
+    bootstrap: str, topic_factory: Callable[..., str], read_back_records: Callable[..., list[ConsumedRecord]]
+) -> None:
+    example = load("fastapi_app")
     topic = topic_factory(2)
-    app = load("fastapi_app").create_app(bootstrap)
+    app = example.create_app(example.Settings(bootstrap=bootstrap, topics={example.EventKind.clicks: topic}))
     # The app's own lifespan opens and closes the producer, as a server would run it.
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
-            answers = [await client.post(f"/events/{topic}", json={"user": f"u{i}", "n": i}) for i in range(5)]
-            bad = await client.post("/events/not a topic", json={"user": "x"})
-    assert [a.status_code for a in answers] == [200] * 5
-    assert bad.status_code == 422 and "invalid topic name" in bad.json()["detail"]
+            answers = [await client.post("/events/clicks", json={"user": f"u{i}", "n": i}) for i in range(5)]
+            later = await client.post("/events/clicks/async", json={"user": "u5", "n": 5})
+            ready = await client.get("/ready")
+            scraped = await client.get("/metrics")
+    assert [a.status_code for a in answers] == [200] * 5 and later.status_code == 202
+    assert ready.status_code == 200 and ready.json()["ready"] is True and ready.json()["brokers"]
+    sent = [line for line in scraped.text.splitlines() if line.startswith("aioproducer_topic_record_send_total{")]
+    assert len(sent) == 1 and f'topic="{topic}"' in sent[0] and float(sent[0].split()[-1]) >= 5
     records = read_back_records(topic)
-    assert sorted(json.loads(r.value or b"")["n"] for r in records) == list(range(5))
-    assert {r.key for r in records} == {f"u{i}".encode() for i in range(5)}
+    assert sorted(json.loads(r.value or b"")["n"] for r in records) == list(range(6))
+    assert {r.key for r in records} == {f"u{i}".encode() for i in range(6)}
+    assert {(r.partition, r.offset) for r in records} >= {(a.json()["partition"], a.json()["offset"]) for a in answers}
 
 
 def test_demo_produces_reads_back_and_reports(bootstrap: str, capsys: pytest.CaptureFixture[str]) -> None:

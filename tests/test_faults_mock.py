@@ -259,6 +259,28 @@ async def test_close_timeout_with_a_record_in_flight_says_its_outcome_is_unknown
     assert "unknown" in str(error), f"an in-flight record was reported as not delivered: {error}"
 
 
+@pytest.mark.parametrize(
+    ("codes", "unknown"),
+    [((REQUEST_TIMED_OUT, *[NOT_ENOUGH_REPLICAS] * 60), True), ((NOT_ENOUGH_REPLICAS,) * 60, False)],
+)
+async def test_a_delivery_timeout_after_an_answer_that_may_follow_a_write_says_the_outcome_is_unknown(
+    mock_cluster: MockCluster, codes: tuple[int, ...], unknown: bool
+) -> None:
+    """Regression: Kafka answers REQUEST_TIMED_OUT when acks=all waited too long for followers after the leader
+    appended the batch; retries then met NOT_ENOUGH_REPLICAS, and the delivery timeout failed the record with no
+    word that it may be in the log (seen on real Kafka in test_kafka_failover.py). NOT_ENOUGH_REPLICAS alone is
+    refused before the append: that failure stays a plain one."""
+    mock_cluster.create_topic("isr", 1)
+    settings = {**FAST, "delivery_timeout_ms": 1500, "request_timeout_ms": 500, "linger_ms": 0}
+    async with running_producer(mock_cluster.bootstrap_servers, **settings) as producer:
+        await producer.partitions_for("isr")
+        mock_cluster.push_request_errors(PRODUCE, *codes)
+        with pytest.raises(DeliveryTimeoutError) as caught:
+            await producer.send("isr", b"x")
+    assert ("outcome is unknown" in str(caught.value)) is unknown, str(caught.value)
+    assert "fewer in-sync replicas" in str(caught.value) or "NOT_ENOUGH_REPLICAS" in str(caught.value)
+
+
 # -- latency spikes ----------------------------------------------------------------------------------------------
 async def test_latency_spikes_with_five_in_flight_keep_order_per_key(mock_cluster: MockCluster) -> None:
     mock_cluster.create_topic("laggy", 2)

@@ -174,6 +174,39 @@ class FaultyProxy:
             await client.drain()
 
 
+class RetryLostTwiceProxy(FaultyProxy):
+    """Answers REQUEST_TIMED_OUT — after the broker wrote it — to the first two requests carrying one batch (the
+    first of partition 0 from sequence 100 on): its first attempt and its first retry."""
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(upstream, lambda n: (Act.FORWARD, 0))
+        self.target: int | None = None
+        self.hits = 0
+
+    def _transform(
+        self, api_key: int, version: int, act: Act, request: bytes, code: int
+    ) -> Callable[[bytes], bytes | None]:
+        if api_key == ApiKey.PRODUCE and self.hits < 2:
+            sequence = _base_sequence(request, partition=0)
+            if self.target is None and sequence is not None and sequence >= 100:
+                self.target = sequence
+            if sequence is not None and sequence == self.target:
+                self.hits += 1
+                self.faults[Act.FAIL_AFTER] += 1
+                act, code = Act.FAIL_AFTER, REQUEST_TIMED_OUT
+        return super()._transform(api_key, version, act, request, code)
+
+
+def _base_sequence(request: bytes, partition: int) -> int | None:
+    """The base sequence of the batch `request` carries for `partition` (RecordBatch v2: byte 53), if any."""
+    _header, body = decode_request(request)
+    for topic in body["topic_data"]:
+        for part in topic["partition_data"]:
+            if part["index"] == partition and part["records"]:
+                return int.from_bytes(part["records"][53:57], "big", signed=True)
+    return None
+
+
 def _produce_error(request: bytes, code: int) -> bytes:
     """A Produce response failing every partition of `request` with `code`."""
     header, body = decode_request(request)
@@ -315,6 +348,32 @@ async def test_a_refused_first_batch_is_not_overtaken_by_the_next_ones(target: T
     proxy, results = await run_through_proxy(target, "first-refused", plan, 2000)
     assert failures(results) == []
     assert proxy.faults[Act.FAIL_BEFORE] == 1, proxy.faults
+
+
+async def test_a_retry_whose_answer_is_lost_again_is_not_overtaken_by_newer_batches(target: Target) -> None:
+    """Regression: a batch was written but answered with an error, then its retry too. While the retry was in
+    flight the producer sent newer batches of the partition behind it, and Kafka wrote them; it remembers only a
+    producer's last five batches per partition, so the second retry was no longer recognised as a duplicate but
+    refused as OUT_OF_ORDER_SEQUENCE_NUMBER. The producer then either wrote it again after an epoch bump (records
+    duplicated and out of order) or failed records that are in the log. Yet Kafka accepted the newer batches only
+    because this one was written before them: a retry refused as out of order while a later sequence of the same
+    epoch is acknowledged is a duplicate. Tansu checks duplicates against its whole log and hid all this."""
+    topic = f"retry-lost-twice-{target.name}"
+    await asyncio.to_thread(create_topic, target.bootstrap_servers, topic, 1)
+    proxy = RetryLostTwiceProxy(target.bootstrap_servers)
+    await proxy.start()
+    records = workload(topic, 3000, keys=6, topic=topic)
+    try:
+        async with running_producer(proxy.bootstrap_servers, **SETTINGS) as producer:
+            futures = [await producer.enqueue(r.topic, r.value, key=r.key) for r in records]
+            results = await settle(futures, 30)
+    finally:
+        await proxy.close()
+    assert proxy.hits == 2, "the batch was not retried twice"
+    assert failures(results) == []
+    stored = await read_back_async(target.bootstrap_servers, topic)
+    verdict = judge(stored, records)
+    assert verdict.ok, str(verdict)
 
 
 async def test_a_broker_outage_mid_stream_leaves_every_record_exactly_once(target: Target) -> None:

@@ -81,3 +81,22 @@ def test_idle_topics_are_dropped_from_refreshes() -> None:
     state.add_topic("new", 4000)
     assert state.topics_to_request(6000) == ["new"]
     assert state.topics == {"new"}
+
+
+def test_an_update_asked_for_while_a_request_is_in_flight_is_not_lost() -> None:
+    """A topic first used (or an update asked for) while a Metadata request was in flight was forgotten when that
+    older request's answer arrived: the topic then waited metadata_max_age_ms (5 minutes), and the record failed
+    with MetadataTimeoutError after max_block_ms. Seen with the first record sent a moment after start()."""
+    state = MetadataState(max_age_ms=300_000, max_idle_ms=300_000, retry_backoff_ms=100)
+    state.on_attempt(0)
+    requested = state.topics_to_request(0)  # the producer's first request: no topics yet
+    state.add_topic("t", 5)  # the first record arrives while it is in flight
+    state.on_response(ClusterMetadata.from_response(response(name="other")), requested, 10)
+    assert state.next_update_delay_ms(100) == 0
+    state.on_attempt(100)
+    state.request_update()  # e.g. NOT_LEADER_OR_FOLLOWER while this one is in flight
+    state.on_response(ClusterMetadata.from_response(response(name="t")), state.topics_to_request(100), 110)
+    assert state.next_update_delay_ms(200) == 0
+    state.on_attempt(200)
+    state.on_response(ClusterMetadata.from_response(response(name="t")), ["t"], 210)
+    assert state.next_update_delay_ms(300) == 300_000 - 90

@@ -1,4 +1,4 @@
-"""The producer end to end against a real broker (Tansu, or AIOPRODUCER_BOOTSTRAP), judged by an independent
+"""The producer end to end against the session's broker (real Kafka, or AIOPRODUCER_BOOTSTRAP), judged by an independent
 consumer (confluent-kafka with check.crcs=true) that reads everything back."""
 
 from __future__ import annotations

@@ -1,17 +1,19 @@
 """What `enqueue` and `send_many` check at the call, on the compiled and the pure path alike: a custom partitioner's
-answer, explicit partitions (waiting for metadata as Java does) and timestamps. Runs on the mock cluster."""
+answer, explicit partitions (waiting for metadata as Java does) and timestamps. Runs on the mock cluster, and on
+real Apache Kafka for a real CreatePartitions while a send waits."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import Any
 
 import pytest
 
 from aioproducer import Producer, ProducerRecord, RecordMetadata
 from aioproducer.errors import InvalidRecordError, PartitionerError, UnknownPartitionError
-from aioproducer.testing import MockCluster
+from aioproducer.testing import KafkaCluster, MockCluster
 
 
 class Scripted:
@@ -140,6 +142,19 @@ async def test_an_explicit_partition_beyond_the_known_count_waits_for_the_topic_
         assert await producer.partitions_for("grows") == [0, 1, 2, 3]
 
 
+async def test_real_kafka_a_partition_added_while_a_send_waits_for_it_is_used(kafka_cluster: KafkaCluster) -> None:
+    """A send to a partition beyond the known count failed at once instead of waiting for the topic to grow."""
+    topic = kafka_cluster.create_topic(f"grows-{uuid.uuid4().hex[:8]}", 2)
+    async with Producer(kafka_cluster.bootstrap_servers, max_block_ms=30_000, retry_backoff_ms=50) as producer:
+        await producer.send(topic, b"first", partition=1)
+        waiting = asyncio.ensure_future(producer.send(topic, b"on the new partition", partition=2))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        await asyncio.to_thread(kafka_cluster.add_partitions, topic, 3)
+        sent = await asyncio.wait_for(waiting, 20)
+    assert (sent.partition, sent.offset) == (2, 0)
+
+
 @pytest.mark.parametrize("how", ["enqueue", "send_many"])
 async def test_an_explicit_partition_that_never_appears_fails_after_max_block_ms(
     mock_cluster: MockCluster, how: str
@@ -163,3 +178,21 @@ async def test_an_explicit_partition_that_never_appears_fails_after_max_block_ms
         mock_cluster.stop_request_tracking()
     assert 0.6 <= waited < 3
     assert len(metadata_requests) >= 2  # it asked the cluster again while waiting, as Java does
+
+
+async def test_send_many_fails_an_item_that_is_not_a_record_alone(mock_cluster: MockCluster) -> None:
+    """An item that was not a ProducerRecord (or 6-tuple) raised a bare ValueError or TypeError out of send_many,
+    losing the results of the records buffered before it; a non-iterable argument raised TypeError."""
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, linger_ms=1) as producer:
+        items: list[Any] = [ProducerRecord("t", b"a"), ("t", b"short"), None, ProducerRecord("t", b"b")]
+        results = await asyncio.wait_for(producer.send_many(items), 5)
+        assert [type(r).__name__ for r in results] == [
+            "RecordMetadata",
+            "InvalidRecordError",
+            "InvalidRecordError",
+            "RecordMetadata",
+        ]
+        assert "send_many takes ProducerRecords" in str(results[1])
+        with pytest.raises(InvalidRecordError, match="iterable of ProducerRecords, got NoneType"):
+            await producer.send_many(None)  # type: ignore[arg-type]

@@ -27,7 +27,8 @@ json_values = st.recursive(
 
 
 def test_public_names() -> None:
-    expected = {"BUILTIN_SERIALIZERS", "Role", "Serializer", "bytes_serializer", "json_serializer"}
+    expected = {"BUILTIN_SERIALIZERS", "ContextSerializer", "RecordSerializer", "Role", "Serializer"}
+    expected |= {"bytes_serializer", "json_serializer"}
     expected |= {"resolve_serializer", "str_serializer"}
     assert set(serializers.__all__) == expected
     assert all(hasattr(serializers, name) for name in expected)

@@ -19,7 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from aioproducer import RecordMetadata
-from aioproducer.errors import ConfigError, FeatureNotAvailableError, InvalidRecordError, UnknownPartitionError
+from aioproducer.errors import ConfigError, InvalidRecordError, UnknownPartitionError
 from aioproducer.spark import PublishError, PublishReport, publish, register
 from aioproducer.spark.convert import records_from_arrow
 from aioproducer.spark.options import DEFAULT_CHUNK_ROWS, parse_options, resolve_placeholders
@@ -29,7 +29,11 @@ from aioproducer.spark.task import TaskPlan, run_task
 from aioproducer.testing import ConsumedRecord
 
 # pyspark 4.3 warns that it does not fully support pandas 3; nothing here goes through pandas.
-pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    # The first test also starts Spark and its Python workers: minutes on a loaded 2-core machine.
+    pytest.mark.timeout(300),
+]
 
 ReadBack = Callable[..., list[ConsumedRecord]]
 SINK_SCHEMA = f"key string, value binary, topic string, partition int, headers {HEADERS_TYPE}"
@@ -57,7 +61,7 @@ def spark() -> Iterator[SparkSession]:
 
 
 def options(bootstrap: str, **extra: str) -> dict[str, str]:
-    return {"kafka.bootstrap.servers": bootstrap, **{k.replace("_", "."): v for k, v in extra.items()}}
+    return {"kafka.bootstrap.servers": bootstrap, **{"kafka." + k.replace("_", "."): v for k, v in extra.items()}}
 
 
 def rows_of(records: list[ConsumedRecord]) -> Counter[tuple[Any, ...]]:
@@ -186,7 +190,7 @@ def test_undelivered_records_fail_on_the_driver_with_the_report_attached(
 
     # A partition beyond the topic waits max.block.ms for metadata to show it (as Java does): keep that short.
     with pytest.raises(PublishError, match="2 of 10 records failed to publish; first: UnknownPartitionError") as caught:
-        publish(df.coalesce(1), topic, options(bootstrap, max_block_ms="500"))
+        publish(df.coalesce(1), topic, options(bootstrap, kafka_max_block_ms="500"))
     report = caught.value.report
     assert (report.delivered, report.failed) == (8, 2)
     assert [(e.spark_partition, e.row, e.error) for e in report.errors] == [
@@ -197,7 +201,7 @@ def test_undelivered_records_fail_on_the_driver_with_the_report_attached(
         f"v{i}".encode() for i in range(10) if i not in (3, 4)
     )
 
-    kept = publish(df.coalesce(1), topic, options(bootstrap, max_block_ms="500"), fail_on_error=False)
+    kept = publish(df.coalesce(1), topic, options(bootstrap, kafka_max_block_ms="500"), fail_on_error=False)
     assert (kept.delivered, kept.failed, kept.ok) == (8, 2, False)
 
 
@@ -265,7 +269,7 @@ def test_options_follow_the_kafka_sink() -> None:
     ("given", "error", "message"),
     [
         ({}, ConfigError, "Option 'kafka.bootstrap.servers' must be specified"),
-        ({"kafka.transactional.id": "tx"}, FeatureNotAvailableError, "transactional publishing is not available"),
+        ({"kafka.transactional.id": "tx"}, ConfigError, "delivery='transactional'"),
         ({"kafka.key.serializer": "x"}, ConfigError, "keys are serialized with ByteArraySerializer"),
         ({"kafka.linger.mss": "5"}, ConfigError, "did you mean 'linger.ms'"),
         ({"kafka.acks": "3"}, ConfigError, "acks"),

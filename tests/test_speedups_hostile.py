@@ -19,7 +19,7 @@ from aioproducer import _speedups as compiled  # type: ignore[attr-defined]
 from aioproducer import appender
 from aioproducer.accumulator import RecordAccumulator
 from aioproducer.compression import CompressionType
-from aioproducer.delivery import Delivery
+from aioproducer.delivery import BulkDeliveries, Delivery, resolve
 from aioproducer.errors import UnknownPartitionError
 from aioproducer.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
 from aioproducer.partitioner import DefaultPartitioner
@@ -251,3 +251,59 @@ def test_twins_agree_on_every_odd_header_partition_and_timestamp() -> None:
     seen, *_ = both([1], calls, ("bytes", "bytes"))
     kinds = {kind for kind, *_ in seen}
     assert kinds == {"raised", "buffered", "must wait"}  # partitions 4 and 2**70 wait for metadata to grow
+
+
+def run_many(make_appender: Any, records: list[Any]) -> list[Any]:
+    """What send_many's append_many made of `records`: each record's result once its batch succeeded."""
+    acc = RecordAccumulator(
+        batch_size=300, linger_ms=5, buffer_memory=20_000, compression=CompressionType.NONE, compression_level=None
+    )
+    state = MetadataState(max_age_ms=300_000, max_idle_ms=300_000, retry_backoff_ms=100)
+    state.cluster = ClusterMetadata({1: BrokerInfo(1, "h", 1)}, {"t": layout(4)})
+    subject = make_appender(
+        accumulator=acc,
+        cluster_state=state,
+        partitioner=Answers([1]),
+        key_serializer=resolve_serializer("bytes", role="key"),
+        value_serializer=resolve_serializer("bytes"),
+        plain_bytes_keys=True,
+        plain_bytes_values=True,
+        max_record_bytes=4000,
+        size_limit_message="too large",
+        delivery_type=Delivery,
+        clock_ms=lambda: NOW_MS,
+        wake_sender=lambda: None,
+    )
+    bulk = compiled.BulkDeliveries() if make_appender is compiled.Appender else BulkDeliveries()
+    index = subject.append_many(records, 0, NOW_MS, bulk, 1 << 40)
+    assert index == len(records)
+    for outcome in bulk.outcomes():
+        outcome.succeed(100, -1)
+    return [
+        (type(r).__name__, str(r)) if isinstance(r, BaseException) else ("ok", r.partition, r.offset)
+        for r in bulk.results(resolve)
+    ]
+
+
+SHAPES = [
+    ("t", b"v"),
+    ("t", b"v", None, None, None, NOW_MS, "extra"),
+    None,
+    7,
+    "t",
+    b"bytes",
+    {"topic": "t"},
+    iter(()),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=repr)
+def test_twins_fail_a_send_many_item_that_is_not_a_record_alone(shape: Any) -> None:
+    """An item of send_many that was not a 6-tuple raised a bare ValueError or TypeError out of the whole call
+    (records before it were buffered, their results lost) on both paths: now it fails alone, InvalidRecordError."""
+    records = [("t", b"before", None, None, None, NOW_MS), shape, ["t", b"after", None, None, None, NOW_MS]]
+    pure = run_many(appender.Appender, records)
+    twin = run_many(compiled.Appender, records)
+    assert pure == twin
+    assert pure[0] == ("ok", 1, 100) and pure[2] == ("ok", 1, 101), pure
+    assert pure[1][0] == "InvalidRecordError" and "send_many takes ProducerRecords" in pure[1][1]

@@ -24,6 +24,7 @@ __all__ = [
     "check_security",
     "check_store_type",
     "jaas_credentials",
+    "parse_jaas",
     "parse_check_hostname",
     "parse_mechanism",
     "parse_path",
@@ -147,8 +148,8 @@ def check_store_type(key: str, value: Any) -> None:
         raise FeatureNotAvailableError(f"{key}={value!r} is not supported: {_PEM_HINT}, then set {key}=PEM")
 
 
-def jaas_credentials(key: str, value: Any) -> dict[str, str]:
-    """Settings taken from a Java `sasl.jaas.config` string: username and password of the Plain/Scram modules.
+def parse_jaas(key: str, value: Any) -> tuple[str, dict[str, str]]:
+    """The login module of a Java `sasl.jaas.config` string ("PLAIN", "SCRAM" or "OAUTHBEARER") and its options.
 
     Error messages name the problem, never the string itself (it holds the password).
     """
@@ -160,12 +161,15 @@ def jaas_credentials(key: str, value: Any) -> dict[str, str]:
     kind = _JAAS_MODULES.get(match["module"])
     if kind is None:
         raise FeatureNotAvailableError(f"{key}: the login module {match['module']!r} is not supported")
-    options = _jaas_options(key, match["options"])
+    return kind, _jaas_options(key, match["options"])
+
+
+def jaas_credentials(key: str, kind: str, options: dict[str, str]) -> dict[str, str]:
+    """Settings taken from a parsed `sasl.jaas.config`: username and password of the Plain/Scram modules.
+
+    OAuthBearerLoginModule's options describe a token login instead: `oidc.login_from_settings` reads them.
+    """
     if kind == "OAUTHBEARER":
-        if options:
-            raise FeatureNotAvailableError(
-                f"{key}: OAuthBearerLoginModule options are not supported; pass sasl_oauth_token_provider instead"
-            )
         return {}
     if options.get("tokenauth", "false").lower() == "true":
         raise FeatureNotAvailableError(f"{key}: delegation tokens (tokenauth=true) are not supported")

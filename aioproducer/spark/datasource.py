@@ -1,5 +1,14 @@
-"""`df.write.format("aioproducer")`: the Data Source classes of Spark 4's Python Data Source API, over the same
-checks and executor code as `publish`. Imports pyspark on import, so only `register` imports this module.
+"""`df.write.format("aioproducer")` and `df.writeStream.format("aioproducer")`: the Data Source classes of Spark 4's
+Python Data Source API, over the same checks and executor code as `publish`. Imports pyspark on import, so only
+`register` imports this module.
+
+A streaming write publishes each micro-batch as a batch write does, one task per Spark partition, each with a
+producer from its worker's cache; the micro-batch's commit (on the driver) merges the task reports, writes them under
+`reportPath`, and fails the query on undelivered records (failOnError). Delivery is at-least-once: Spark runs a task
+again after a failure, and a whole micro-batch again when the query restarts before the batch was committed.
+Exactly-once will put each task's records in a transaction whose id is `<kafka.transactional.id>-<partition>`
+(stable across retries and restarts, so a retry fences the attempt it replaces) and commit it with the micro-batch;
+it waits for transactions in the producer.
 """
 
 from __future__ import annotations
@@ -10,12 +19,13 @@ from typing import Any
 
 from aioproducer.errors import ConfigError
 from aioproducer.spark._deps import require
-from aioproducer.spark.options import parse_options
+from aioproducer.spark.batches import ABORTED, COMMITTED, FAILED, BatchReport, local_directory, record_batch
+from aioproducer.spark.options import PublishOptions, parse_options
 from aioproducer.spark.report import PublishError, PublishReport, TaskReport
 from aioproducer.spark.schema import check_schema
 from aioproducer.spark.task import TaskPlan, run_task
 
-__all__ = ["FORMAT", "KafkaDataSource", "register"]
+__all__ = ["FORMAT", "KafkaDataSource", "KafkaStreamWriter", "KafkaWriter", "register"]
 
 FORMAT = "aioproducer"
 log = logging.getLogger("aioproducer.spark")
@@ -25,6 +35,9 @@ _api = require("pyspark.sql.datasource")
 _WriterCommitMessage: Any = _api.WriterCommitMessage
 _DataSourceArrowWriter: Any = _api.DataSourceArrowWriter
 _DataSource: Any = _api.DataSource
+# Arrow batches for streaming writes came in Spark 4.1; Spark 4.0's stream writer gets Rows, turned into Arrow here.
+_StreamWriter: Any = getattr(_api, "DataSourceStreamArrowWriter", None) or _api.DataSourceStreamWriter
+_STREAM_ROWS = not hasattr(_api, "DataSourceStreamArrowWriter")
 
 
 class TaskCommit(_WriterCommitMessage):  # type: ignore[misc]
@@ -32,6 +45,10 @@ class TaskCommit(_WriterCommitMessage):  # type: ignore[misc]
 
     def __init__(self, report: TaskReport) -> None:
         self.report = report
+
+
+def _merged(messages: Sequence[TaskCommit | None]) -> PublishReport:
+    return PublishReport(tuple(m.report for m in messages if m is not None))
 
 
 class KafkaWriter(_DataSourceArrowWriter):  # type: ignore[misc]
@@ -45,33 +62,91 @@ class KafkaWriter(_DataSourceArrowWriter):  # type: ignore[misc]
         return TaskCommit(run_task(iterator, self.plan))
 
     def commit(self, messages: Sequence[TaskCommit | None]) -> None:
-        report = PublishReport(tuple(m.report for m in messages if m is not None))
+        report = _merged(messages)
         if not report.ok and self.fail_on_error:
             raise PublishError(report)
         log.log(logging.WARNING if report.may_have_duplicates or not report.ok else logging.INFO, report.summary())
 
     def abort(self, messages: Sequence[TaskCommit | None]) -> None:
         # Kafka has no rollback: what the finished tasks delivered stays written.
-        report = PublishReport(tuple(m.report for m in messages if m is not None))
+        report = _merged(messages)
         log.warning("the Spark job failed; what its finished tasks delivered stays in Kafka:\n%s", report.summary())
 
 
+class KafkaStreamWriter(_StreamWriter):  # type: ignore[misc]
+    """Publishes each micro-batch; `commit` / `abort` run once per micro-batch on the driver with its task reports."""
+
+    def __init__(self, plan: TaskPlan, settings: PublishOptions, arrow_schema: Any) -> None:
+        self.plan = plan
+        self.fail_on_error = settings.fail_on_error
+        self.report_path = settings.report_path
+        self.arrow_schema = arrow_schema  # only for Spark 4.0's Rows
+
+    def write(self, iterator: Iterator[Any]) -> TaskCommit:
+        batches = _rows_as_arrow(iterator, self.arrow_schema, self.plan.chunk_rows) if _STREAM_ROWS else iterator
+        return TaskCommit(run_task(batches, self.plan))
+
+    def commit(self, messages: Sequence[TaskCommit | None], batchId: int) -> None:
+        report = _merged(messages)
+        failed = not report.ok and self.fail_on_error
+        batch = self._record(batchId, FAILED if failed else COMMITTED, report)
+        if failed:
+            # The micro-batch is not committed: the query stops, and a restart publishes all of its rows again.
+            raise PublishError(report)
+        log.log(logging.WARNING if batch.may_have_duplicates or not report.ok else logging.INFO, batch.summary())
+
+    def abort(self, messages: Sequence[TaskCommit | None], batchId: int) -> None:
+        batch = self._record(batchId, ABORTED, _merged(messages))
+        log.warning("a task failed; what finished tasks delivered stays in Kafka: %s", batch.summary())
+
+    def _record(self, batch_id: int, outcome: str, report: PublishReport) -> BatchReport:
+        if self.report_path is None:
+            return BatchReport(batch_id, outcome, report)
+        return record_batch(local_directory(self.report_path), batch_id, outcome, report)
+
+
+def _rows_as_arrow(rows: Iterator[Any], schema: Any, chunk_rows: int) -> Iterator[Any]:
+    pa = require("pyarrow")
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        chunk.append(row.asDict(recursive=True))
+        if len(chunk) == chunk_rows:
+            yield pa.RecordBatch.from_pylist(chunk, schema=schema)
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_pylist(chunk, schema=schema)
+
+
 class KafkaDataSource(_DataSource):  # type: ignore[misc]
-    """`df.write.format("aioproducer").option("kafka.bootstrap.servers", ...).option("topic", ...).save()`."""
+    """`df.write.format("aioproducer").option("kafka.bootstrap.servers", ...).option("topic", ...).save()`, and
+    the same options on `df.writeStream.format("aioproducer")`."""
 
     @classmethod
     def name(cls) -> str:
         return FORMAT
 
     def writer(self, schema: Any, overwrite: bool) -> KafkaWriter:
-        if overwrite:
-            # Spark's KafkaSourceProvider: Kafka is append-only.
-            raise ConfigError(
-                "Save mode Overwrite not allowed for Kafka. Allowed save modes are Append and ErrorIfExists (default)."
-            )
+        _refuse_overwrite(overwrite)
         settings = parse_options(dict(self.options))
         check_schema(schema, settings.topic)
         return KafkaWriter(TaskPlan.from_options(settings), settings.fail_on_error)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> KafkaStreamWriter:
+        _refuse_overwrite(overwrite)
+        settings = parse_options(dict(self.options), streaming=True)
+        check_schema(schema, settings.topic)
+        if settings.report_path is not None:
+            local_directory(settings.report_path)
+        arrow_schema = require("pyspark.sql.pandas.types").to_arrow_schema(schema) if _STREAM_ROWS else None
+        return KafkaStreamWriter(TaskPlan.from_options(settings), settings, arrow_schema)
+
+
+def _refuse_overwrite(overwrite: bool) -> None:
+    if overwrite:
+        # Spark's KafkaSourceProvider: Kafka is append-only.
+        raise ConfigError(
+            "Save mode Overwrite not allowed for Kafka. Allowed save modes are Append and ErrorIfExists (default)."
+        )
 
 
 def register(spark: Any) -> None:

@@ -1,6 +1,7 @@
-"""The options of a Spark publish as Spark's Kafka sink spells them (`kafka.*`, `topic`, plus `failOnError` and
-`chunkRows`): checked on the driver before any task runs; `${env:NAME}` / `${file:PATH}` values resolved where the
-producer runs. Imports no Spark and builds no producer.
+"""The options of a Spark publish as Spark's Kafka sink spells them (`kafka.*`, `topic`), plus our own (`failOnError`,
+`chunkRows`, `producerCache`, `producerCacheTimeoutMs`, `delivery`, `reportPath`): checked on the driver before any
+task runs; `${env:NAME}` / `${file:PATH}` values resolved where the producer runs. Imports no Spark and builds no
+producer.
 """
 
 from __future__ import annotations
@@ -13,17 +14,33 @@ from dataclasses import dataclass
 from aioproducer import ProducerConfig
 from aioproducer.errors import ConfigError, FeatureNotAvailableError
 
-__all__ = ["DEFAULT_CHUNK_ROWS", "PublishOptions", "check_producer_config", "parse_options", "resolve_placeholders"]
+__all__ = [
+    "AT_LEAST_ONCE",
+    "DEFAULT_CHUNK_ROWS",
+    "DEFAULT_CACHE_TIMEOUT_MS",
+    "PublishOptions",
+    "check_producer_config",
+    "parse_options",
+    "resolve_placeholders",
+]
 
 KAFKA_PREFIX = "kafka."
 DEFAULT_CHUNK_ROWS = 4096
+# A Python worker Spark keeps idle for a minute is stopped anyway (PythonWorkerFactory's idle timeout).
+DEFAULT_CACHE_TIMEOUT_MS = 60_000
+AT_LEAST_ONCE, TRANSACTIONAL = "atleastonce", "transactional"
 _MAX_CHUNK_ROWS = 1_000_000
+_MAX_CACHE_TIMEOUT_MS = 24 * 3600 * 1000
 # Our own options, matched case-insensitively: Spark's Python Data Source hands options over lower-cased.
 _TOPIC, _FAIL_ON_ERROR, _CHUNK_ROWS = "topic", "failonerror", "chunkrows"
+_CACHE, _CACHE_TIMEOUT, _DELIVERY, _REPORT_PATH = "producercache", "producercachetimeoutms", "delivery", "reportpath"
+_CHECKPOINT = "checkpointlocation"  # Spark passes a streaming query's checkpoint location to its sink: not ours
+_OWN = {_TOPIC, _FAIL_ON_ERROR, _CHUNK_ROWS, _CACHE, _CACHE_TIMEOUT, _DELIVERY, _REPORT_PATH, _CHECKPOINT}
 _BOOLEANS = {"true": True, "false": False}
 # Spark's KafkaSourceProvider rejects these for the sink: the columns are already bytes (ByteArraySerializer).
 _SERIALIZER_KEYS = {"key.serializer": "keys", "value.serializer": "values"}
-# The placeholder forms of Kafka's EnvVarConfigProvider / FileConfigProvider (KIP-887, KIP-297), whole value only.
+# The placeholder forms of Kafka's EnvVarConfigProvider / FileConfigProvider (KIP-887, KIP-297); a file's whole
+# text is the value (Java's FileConfigProvider would read one key of a properties file).
 _PLACEHOLDER = re.compile(r"\$\{(?P<provider>env|file):(?P<name>[^}]+)\}")
 
 
@@ -35,16 +52,25 @@ class PublishOptions:
     topic: str | None
     fail_on_error: bool
     chunk_rows: int
+    producer_cache: bool = True
+    producer_cache_timeout_ms: int = DEFAULT_CACHE_TIMEOUT_MS
+    delivery: str = AT_LEAST_ONCE
+    report_path: str | None = None
 
 
 def parse_options(
-    options: Mapping[str, object], topic: str | None = None, *, fail_on_error: bool | None = None
+    options: Mapping[str, object],
+    topic: str | None = None,
+    *,
+    fail_on_error: bool | None = None,
+    streaming: bool = False,
 ) -> PublishOptions:
     """Check `options` as Spark's Kafka sink would, plus the producer settings themselves (ProducerConfig rules).
 
     `topic` and `fail_on_error` are the keyword forms of the `topic` and `failOnError` options; giving both forms
-    with different values is a ConfigError. Raises ConfigError, or FeatureNotAvailableError for a Kafka feature
-    aioproducer does not have (transactions, TLS, SASL).
+    with different values is a ConfigError. `reportPath` belongs to streaming writes. Raises ConfigError, or
+    FeatureNotAvailableError for a Kafka feature aioproducer does not have (a login other than the built-in OIDC
+    one, ...).
     """
     producer_config: dict[str, str] = {}
     own: dict[str, str] = {}
@@ -55,25 +81,55 @@ def parse_options(
             producer_config[key[len(KAFKA_PREFIX) :]] = _option_text(key, value)
         else:
             own[key.lower()] = _option_text(key, value)
-    unknown = sorted(set(own) - {_TOPIC, _FAIL_ON_ERROR, _CHUNK_ROWS})
+    unknown = sorted(set(own) - _OWN)
     if unknown:
         raise ConfigError(
             f"unknown option(s) {unknown}: producer settings take the prefix 'kafka.' (e.g. 'kafka.linger.ms'); "
-            "other options are 'topic', 'failOnError' and 'chunkRows'"
+            "other options are 'topic', 'failOnError', 'chunkRows', 'producerCache', 'producerCacheTimeoutMs', "
+            "'delivery' and (streaming) 'reportPath'"
         )
+    if _REPORT_PATH in own and not streaming:
+        raise ConfigError("option 'reportPath' is for writeStream; a batch publish returns its report (publish())")
+    delivery = _delivery(own.get(_DELIVERY), producer_config)
     check_producer_config(producer_config)
     return PublishOptions(
         producer_config=producer_config,
         topic=_one_of("topic", topic, own.get(_TOPIC)),
         fail_on_error=_fail_on_error(fail_on_error, own.get(_FAIL_ON_ERROR)),
-        chunk_rows=_chunk_rows(own.get(_CHUNK_ROWS)),
+        chunk_rows=_bounded("chunkRows", own.get(_CHUNK_ROWS), DEFAULT_CHUNK_ROWS, 1, _MAX_CHUNK_ROWS),
+        producer_cache=_boolean("producerCache", own.get(_CACHE), default=True),
+        producer_cache_timeout_ms=_bounded(
+            "producerCacheTimeoutMs", own.get(_CACHE_TIMEOUT), DEFAULT_CACHE_TIMEOUT_MS, 0, _MAX_CACHE_TIMEOUT_MS
+        ),
+        delivery=delivery,
+        report_path=own.get(_REPORT_PATH) or None,
     )
+
+
+def _delivery(option: str | None, producer_config: Mapping[str, str]) -> str:
+    spelled = (option or AT_LEAST_ONCE).strip().lower().replace("-", "").replace("_", "")
+    if spelled not in (AT_LEAST_ONCE, TRANSACTIONAL):
+        raise ConfigError(f"option 'delivery' must be 'atLeastOnce' or 'transactional', got {option!r}")
+    if "transactional.id" in producer_config:
+        check_producer_config(producer_config)  # refuses it, naming publish(..., delivery='transactional')
+    if spelled == TRANSACTIONAL:
+        # The writer forms are laid out for it: each Spark partition would write in a transaction whose id is
+        # `<prefix>-<partition>`, stable across task retries and query restarts, so that a retry fences the
+        # attempt it replaces (KIP-98). Batch DataFrames have it through publish(..., delivery="transactional").
+        raise FeatureNotAvailableError(
+            "option delivery='transactional' is not available for df.write / df.writeStream yet: use "
+            "aioproducer.spark.publish(df, ..., delivery='transactional', transactional_id_prefix=...) for batch "
+            "DataFrames; the writers publish with idempotent producers (at-least-once when Spark runs a task or "
+            "micro-batch again)"
+        )
+    return spelled
 
 
 def check_producer_config(config: Mapping[str, str]) -> None:
     """The driver-side check of the `kafka.*` settings: required, rejected and unsupported keys, then every value.
 
-    A placeholder the driver cannot resolve is left to the executors, which check it when they build the producer.
+    A setting whose whole value is a placeholder the driver cannot resolve is left to the executors, which resolve
+    it and build the producer: when such a setting is missing here, a failing check is theirs to report.
     """
     if not config.get("bootstrap.servers"):
         raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring the Kafka producer")
@@ -84,35 +140,51 @@ def check_producer_config(config: Mapping[str, str]) -> None:
                 f"cast the column to string or binary in Spark instead"
             )
     if "transactional.id" in config:
-        raise FeatureNotAvailableError(
-            "Kafka option 'kafka.transactional.id': transactional publishing is not available in aioproducer.spark; "
-            "each task publishes with its own idempotent producer (at-least-once when Spark retries a task)"
+        raise ConfigError(
+            "Kafka option 'kafka.transactional.id' is not accepted: publish with delivery='transactional' and "
+            "transactional_id_prefix, which gives each Spark partition its own transactional id"
         )
+    resolved = resolve_placeholders(config, strict=False)
     try:
-        ProducerConfig.build(resolve_placeholders(config, strict=False))
+        ProducerConfig.build(resolved)
     except (ConfigError, FeatureNotAvailableError) as exc:
+        if set(config) - set(resolved):
+            return  # the executors see the missing settings and check everything
         raise type(exc)(f"in the 'kafka.*' options: {exc}") from exc
 
 
 def resolve_placeholders(config: Mapping[str, str], *, strict: bool) -> dict[str, str]:
-    """`config` with `${env:NAME}` and `${file:PATH}` values replaced by the variable or the file's text.
+    """`config` with each `${env:NAME}` / `${file:PATH}` replaced by the variable or the file's text, wherever it
+    appears in a value (a JAAS string may hold several).
 
-    Unresolvable placeholders raise ConfigError when `strict` (the executors), else their keys are left out (the
-    driver, which may lack the executors' environment). Messages name the variable or file, never a value.
+    Unresolvable placeholders raise ConfigError when `strict` (the executors). Otherwise (the driver, which may lack
+    the executors' environment) a value that is one placeholder is left out, and a placeholder inside a longer value
+    stays as written. Messages name the variable or file, never a value.
     """
     resolved: dict[str, str] = {}
     for key, value in config.items():
-        match = _PLACEHOLDER.fullmatch(value)
-        if match is None:
-            resolved[key] = value
+        text, missing = _substitute(value)
+        if missing and strict:
+            where = "environment variable" if missing[0][0] == "env" else "file"
+            raise ConfigError(f"option 'kafka.{key}': {where} {missing[0][1]!r} is not available where the task runs")
+        if missing and _PLACEHOLDER.fullmatch(value):
             continue
-        secret = _lookup(match["provider"], match["name"])
-        if secret is not None:
-            resolved[key] = secret
-        elif strict:
-            where = "environment variable" if match["provider"] == "env" else "file"
-            raise ConfigError(f"option 'kafka.{key}': {where} {match['name']!r} is not available where the task runs")
+        resolved[key] = text
     return resolved
+
+
+def _substitute(value: str) -> tuple[str, list[tuple[str, str]]]:
+    """`value` with its resolvable placeholders replaced, and the (provider, name) of those that are not."""
+    missing: list[tuple[str, str]] = []
+
+    def one(match: re.Match[str]) -> str:
+        secret = _lookup(match["provider"], match["name"])
+        if secret is None:
+            missing.append((match["provider"], match["name"]))
+            return match[0]
+        return secret
+
+    return _PLACEHOLDER.sub(one, value), missing
 
 
 def _lookup(provider: str, name: str) -> str | None:
@@ -144,11 +216,7 @@ def _one_of(name: str, keyword: str | None, option: str | None) -> str | None:
 
 
 def _fail_on_error(keyword: bool | None, option: str | None) -> bool:
-    parsed = None
-    if option is not None:
-        parsed = _BOOLEANS.get(option.strip().lower())
-        if parsed is None:
-            raise ConfigError(f"option 'failOnError' must be 'true' or 'false', got {option!r}")
+    parsed = None if option is None else _boolean("failOnError", option, default=True)
     if keyword is not None and parsed is not None and keyword != parsed:
         raise ConfigError(f"fail_on_error={keyword} and the option 'failOnError'={option!r} disagree: give one")
     if keyword is not None:
@@ -156,10 +224,19 @@ def _fail_on_error(keyword: bool | None, option: str | None) -> bool:
     return True if parsed is None else parsed
 
 
-def _chunk_rows(option: str | None) -> int:
+def _boolean(name: str, option: str | None, *, default: bool) -> bool:
     if option is None:
-        return DEFAULT_CHUNK_ROWS
+        return default
+    parsed = _BOOLEANS.get(option.strip().lower())
+    if parsed is None:
+        raise ConfigError(f"option {name!r} must be 'true' or 'false', got {option!r}")
+    return parsed
+
+
+def _bounded(name: str, option: str | None, default: int, lowest: int, highest: int) -> int:
+    if option is None:
+        return default
     text = option.strip()
-    if not text.isdigit() or not 1 <= int(text) <= _MAX_CHUNK_ROWS:
-        raise ConfigError(f"option 'chunkRows' must be an integer in 1..{_MAX_CHUNK_ROWS}, got {option!r}")
+    if not text.isdigit() or not lowest <= int(text) <= highest:
+        raise ConfigError(f"option {name!r} must be an integer in {lowest}..{highest}, got {option!r}")
     return int(text)

@@ -4,6 +4,7 @@ collects the DataFrame's own rows."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from typing import Any
@@ -13,6 +14,7 @@ from aioproducer.spark.options import parse_options
 from aioproducer.spark.report import REPORT_DDL, PublishError, PublishReport, TaskReport
 from aioproducer.spark.schema import check_schema
 from aioproducer.spark.task import TaskPlan, publish_partition
+from aioproducer.spark.transactional import AT_LEAST_ONCE, TRANSACTIONAL, check_delivery, warn_if_speculative
 
 __all__ = ["publish"]
 
@@ -23,27 +25,39 @@ def publish(
     options: Mapping[str, object] | None = None,
     *,
     fail_on_error: bool | None = None,
+    delivery: str = AT_LEAST_ONCE,
+    transactional_id_prefix: str | None = None,
 ) -> PublishReport:
-    """Publish every row of `df` to Kafka, one producer per Spark task; return the delivery report.
+    """Publish every row of `df` to Kafka, one task per Spark partition; return the delivery report.
 
     Columns and options follow Spark's Kafka sink: `value` (string or binary) is required; `key`, `topic`,
     `partition` (int) and `headers` (array<struct<key:string,value:binary>>) are optional; options are
     `kafka.bootstrap.servers` (required), any `kafka.<producer setting>` in Java spelling, `topic` (overrides the
-    column), `failOnError` and `chunkRows`. A bad option or column raises ConfigError / InvalidRecordError here,
-    before any task runs. With `fail_on_error` (the default) undelivered records raise PublishError, whose
-    `report` is the same report. Each task publishes idempotently; a task Spark retries publishes its rows again
-    (at-least-once), which the report flags in `retried_partitions`.
+    column), `failOnError`, `chunkRows`, `producerCache` and `producerCacheTimeoutMs` (each Python worker keeps its
+    producer for the next task). A bad option or column raises ConfigError / InvalidRecordError here, before any
+    task runs. With `fail_on_error` (the default) undelivered records raise PublishError, whose `report` is the same
+    report. Producers are idempotent; a task Spark retries publishes its rows again (at-least-once), which the
+    report flags in `retried_partitions`.
+
+    `delivery="transactional"` with `transactional_id_prefix` publishes each task's rows in one Kafka transaction
+    (transactional id `<prefix>-<partition>`): a retried task fences the attempt before it, so read_committed readers
+    see each row of a retried task once; a record not delivered fails its task (nothing of it is committed).
     """
     require("pyarrow")
     require("pyspark.sql")
     settings = parse_options(options or {}, topic, fail_on_error=fail_on_error)
+    check_delivery(delivery, transactional_id_prefix)
     columns = check_schema(df.schema, settings.topic)
     projected = df.select(*_projection(df, columns.present()))
-    task = functools.partial(publish_partition, plan=TaskPlan.from_options(settings))
+    plan = TaskPlan.from_options(settings)
+    if delivery == TRANSACTIONAL:
+        plan = dataclasses.replace(plan, transactional_id_prefix=transactional_id_prefix)
+        warn_if_speculative(_speculation_on(df))
+    task = functools.partial(publish_partition, plan=plan)
     rows = projected.mapInArrow(task, REPORT_DDL).collect()
     tasks = tuple(TaskReport.from_dict(row.asDict(recursive=True)) for row in rows)
     stage_retried, speculation = _rerun_signals(df, tasks)
-    report = PublishReport(tasks, stage_retried=stage_retried, speculation=speculation)
+    report = PublishReport(tasks, stage_retried=stage_retried, speculation=speculation, delivery=delivery)
     if settings.fail_on_error and not report.ok:
         raise PublishError(report)
     return report
@@ -55,6 +69,15 @@ def _projection(df: Any, present: dict[str, str]) -> list[Any]:
         df[name].cast("binary").alias(name) if name in ("key", "value") and kind == "string" else df[name]
         for name, kind in present.items()
     ]
+
+
+def _speculation_on(df: Any) -> bool:
+    errors = require("pyspark.errors")
+    try:
+        conf = df.sparkSession.sparkContext.getConf()
+    except (errors.PySparkNotImplementedError, errors.PySparkAttributeError):
+        return False
+    return bool(conf.get("spark.speculation", "false").strip().lower() == "true")
 
 
 def _rerun_signals(df: Any, tasks: tuple[TaskReport, ...]) -> tuple[bool, bool]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aioproducer import RecordMetadata
-from aioproducer.errors import AioProducerError
+from aioproducer.errors import AioProducerError, InvalidRecordError
 
 __all__ = [
     "MAX_ERRORS",
@@ -32,7 +32,7 @@ _MAX_MESSAGE_CHARS = 500
 REPORT_DDL = (
     "spark_partition int, attempt int, stage_id int, delivered long, failed long, elapsed_ms long, "
     "offsets array<struct<topic:string,partition:int,first_offset:long,last_offset:long,records:long>>, "
-    "errors array<struct<spark_partition:int,row:long,error:string,message:string>>"
+    "errors array<struct<spark_partition:int,row:long,error:string,message:string>>, new_producer boolean"
 )
 
 
@@ -60,6 +60,7 @@ def arrow_schema(pa: Any) -> Any:
             ("elapsed_ms", pa.int64()),
             ("offsets", pa.list_(offsets)),
             ("errors", pa.list_(errors)),
+            ("new_producer", pa.bool_()),
         ]
     )
 
@@ -92,7 +93,8 @@ class RecordError:
 @dataclass(frozen=True)
 class TaskReport:
     """What one Spark task published. `attempt` > 0 means earlier attempts of this partition ran (and may have
-    published some of its rows: possible duplicates)."""
+    published some of its rows: possible duplicates). `new_producer`: the task started a producer, rather than
+    borrowing the one an earlier task of its Python worker left in the cache."""
 
     spark_partition: int
     attempt: int
@@ -102,6 +104,7 @@ class TaskReport:
     elapsed_ms: int
     offsets: tuple[PartitionOffsets, ...] = ()
     errors: tuple[RecordError, ...] = ()
+    new_producer: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The row `REPORT_DDL` describes."""
@@ -114,6 +117,7 @@ class TaskReport:
     def from_dict(cls, row: Mapping[str, Any]) -> TaskReport:
         """From a report row (`Row.asDict(recursive=True)` on the driver)."""
         fields = {name: row[name] for name in cls.__dataclass_fields__ if name not in ("offsets", "errors")}
+        fields["new_producer"] = bool(fields["new_producer"])
         return cls(
             **fields,
             offsets=tuple(PartitionOffsets(**o) for o in row["offsets"] or ()),
@@ -126,12 +130,15 @@ class PublishReport:
     """The outcome of one publish, returned on the driver: one `TaskReport` per Spark partition.
 
     `stage_retried` (Spark re-ran the publishing stage) and `speculation` (speculative copies of tasks may have
-    published before being killed) mean any partition may have been published more than once.
+    published before being killed) mean any partition may have been published more than once. `delivery` says which
+    mode ran: "at_least_once", or "transactional" (a retried task's earlier attempts are invisible to read_committed
+    readers unless an attempt died after its commit).
     """
 
     tasks: tuple[TaskReport, ...]
     stage_retried: bool = False
     speculation: bool = False
+    delivery: str = "at_least_once"
     partitions: tuple[PartitionOffsets, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -167,9 +174,11 @@ class PublishReport:
 
     def summary(self) -> str:
         """A few lines for a log or an exception message."""
+        started = sum(t.new_producer for t in self.tasks)
         lines = [
             f"{self.delivered} records delivered, {self.failed} failed, by {_count(len(self.tasks), 'Spark task')} "
-            f"to {_count(len(self.partitions), 'Kafka partition')}"
+            f"({started} started a producer) to {_count(len(self.partitions), 'Kafka partition')} "
+            f"({self.delivery.replace('_', '-')})"
         ]
         lines += [
             f"  {p.topic}[{p.partition}]: {p.records} records, offsets {p.first_offset}..{p.last_offset}"
@@ -233,6 +242,7 @@ class TaskTally:
         self.delivered = 0
         self.failed = 0
         self.errors: list[RecordError] = []
+        self.producer_suspect = False
         self._offsets: dict[tuple[str, int], list[int]] = {}  # → [first, last, records]
 
     def add(self, first_row: int, results: Sequence[RecordMetadata | BaseException]) -> None:
@@ -269,11 +279,14 @@ class TaskTally:
 
     def _fail(self, row: int, error: BaseException) -> None:
         self.failed += 1
+        # A bad record fails alone; any other failure (a timeout, a broker or connection error) may be the
+        # producer's state, which must not be handed to the next task.
+        self.producer_suspect |= not isinstance(error, InvalidRecordError)
         if len(self.errors) < self.max_errors:
             message = str(error)[:_MAX_MESSAGE_CHARS]
             self.errors.append(RecordError(self.spark_partition, row, type(error).__name__, message))
 
-    def report(self, attempt: int, stage_id: int, elapsed_ms: int) -> TaskReport:
+    def report(self, attempt: int, stage_id: int, elapsed_ms: int, *, new_producer: bool = False) -> TaskReport:
         offsets = tuple(
             PartitionOffsets(topic, partition, *stats) for (topic, partition), stats in sorted(self._offsets.items())
         )
@@ -286,4 +299,5 @@ class TaskTally:
             elapsed_ms,
             offsets,
             tuple(self.errors),
+            new_producer,
         )

@@ -1,24 +1,28 @@
-"""Executor side of a publish: one event loop and one producer per Spark task, created in the task and closed at its
-end; Arrow batches in, one `TaskReport` out, at most `MAX_PENDING_CHUNKS` `send_many` calls un-awaited.
-Sees no Spark Row and no driver state.
+"""Executor side of a publish: Arrow batches in, one `TaskReport` out. The task's thread converts chunks of rows
+to records; a producer from the process's cache (`cache.py`) sends them on its loop thread, with at most
+`MAX_PENDING_CHUNKS` `send_many` calls un-awaited. Sees no Spark Row and no driver state.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import gc
+import os
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aioproducer import Producer, ProducerRecord, RecordMetadata
+from aioproducer import ProducerRecord
 from aioproducer.spark._deps import require
+from aioproducer.spark.cache import Lease, shared_cache
 from aioproducer.spark.convert import records_from_arrow
-from aioproducer.spark.options import PublishOptions, resolve_placeholders
+from aioproducer.spark.options import DEFAULT_CACHE_TIMEOUT_MS, PublishOptions, resolve_placeholders
 from aioproducer.spark.report import MAX_ERRORS, TaskReport, TaskTally, arrow_schema
+from aioproducer.spark.transactional import publish_in_transaction
 
 __all__ = ["MAX_PENDING_CHUNKS", "TaskPlan", "publish_partition", "run_task"]
 
@@ -26,8 +30,11 @@ __all__ = ["MAX_PENDING_CHUNKS", "TaskPlan", "publish_partition", "run_task"]
 # holds at most MAX_PENDING_CHUNKS * chunk_rows records (buffer_memory bounds it further).
 MAX_PENDING_CHUNKS = 4
 _GC_YOUNG_THRESHOLD = 50_000
+# Set by Spark (PythonRunner) when Python workers serve many tasks; without it (or outside Spark) the process ends
+# after this task, or never runs another: a producer kept for a next task would only be dropped unclosed.
+_REUSE_WORKER = "SPARK_REUSE_WORKER"
 
-_Results = list[RecordMetadata | BaseException]
+_Pending = deque[tuple[int, "concurrent.futures.Future[list[Any]]"]]
 
 
 @dataclass(frozen=True)
@@ -38,10 +45,19 @@ class TaskPlan:
     topic: str | None
     chunk_rows: int
     max_errors: int = MAX_ERRORS
+    transactional_id_prefix: str | None = None  # delivery="transactional": one transaction per task
+    producer_cache: bool = True
+    producer_cache_timeout_ms: int = DEFAULT_CACHE_TIMEOUT_MS
 
     @classmethod
     def from_options(cls, options: PublishOptions) -> TaskPlan:
-        return cls(dict(options.producer_config), options.topic, options.chunk_rows)
+        return cls(
+            dict(options.producer_config),
+            options.topic,
+            options.chunk_rows,
+            producer_cache=options.producer_cache,
+            producer_cache_timeout_ms=options.producer_cache_timeout_ms,
+        )
 
 
 def publish_partition(batches: Iterator[Any], plan: TaskPlan) -> Iterator[Any]:
@@ -52,7 +68,7 @@ def publish_partition(batches: Iterator[Any], plan: TaskPlan) -> Iterator[Any]:
 
 
 def run_task(batches: Iterable[Any], plan: TaskPlan) -> TaskReport:
-    """Publish one Spark partition (an iterable of Arrow record batches) in a fresh event loop."""
+    """Publish one Spark partition (an iterable of Arrow record batches); waits until every record is settled."""
     context = require("pyspark").TaskContext.get()
     # Outside a Spark task (a unit test calling this directly) the partition is 0 and the attempt the first.
     partition, attempt, stage = (
@@ -61,8 +77,16 @@ def run_task(batches: Iterable[Any], plan: TaskPlan) -> TaskReport:
     tally = TaskTally(partition, plan.max_errors)
     started = time.monotonic()
     with _young_collections_every(_GC_YOUNG_THRESHOLD):
-        asyncio.run(_publish(_chunks(batches, plan), plan, tally))
-    return tally.report(attempt, stage, round((time.monotonic() - started) * 1000))
+        if plan.transactional_id_prefix is not None:
+            # One producer per task: its transactional id is the Spark partition's, never shared through the cache.
+            config = resolve_placeholders(plan.producer_config, strict=True)
+            chunks = _chunks(batches, plan)
+            asyncio.run(publish_in_transaction(chunks, config, plan.transactional_id_prefix, partition, tally))
+            new_producer = True
+        else:
+            new_producer = _publish(_chunks(batches, plan), plan, tally)
+    elapsed_ms = round((time.monotonic() - started) * 1000)
+    return tally.report(attempt, stage, elapsed_ms, new_producer=new_producer)
 
 
 @contextlib.contextmanager
@@ -84,33 +108,42 @@ def _chunks(batches: Iterable[Any], plan: TaskPlan) -> Iterator[list[ProducerRec
             yield records_from_arrow(batch.slice(start, plan.chunk_rows), plan.topic)
 
 
-async def _publish(chunks: Iterator[list[ProducerRecord]], plan: TaskPlan, tally: TaskTally) -> None:
+def _publish(chunks: Iterator[list[ProducerRecord]], plan: TaskPlan, tally: TaskTally) -> bool:
+    """Send every chunk through a borrowed producer; whether the task had to start that producer."""
     first = next(chunks, None)
     if first is None:
-        return  # an empty partition opens no connection
+        return False  # an empty partition borrows no producer
     config = resolve_placeholders(plan.producer_config, strict=True)
-    async with Producer(config=config) as producer:
-        pending: deque[tuple[int, asyncio.Future[_Results]]] = deque()
+    keep = plan.producer_cache and bool(os.environ.get(_REUSE_WORKER))
+    with shared_cache().lease(config, keep=keep, idle_timeout_s=plan.producer_cache_timeout_ms / 1000) as lease:
+        pending: _Pending = deque()
         try:
             row = 0
             for records in _prepend(first, chunks):
-                pending.append((row, asyncio.ensure_future(producer.send_many(records))))
+                pending.append((row, lease.send_many(records)))
                 row += len(records)
                 if len(pending) > MAX_PENDING_CHUNKS:
-                    await _settle(pending.popleft(), tally)
+                    _settle(pending.popleft(), tally, lease)
             while pending:
-                await _settle(pending.popleft(), tally)
+                _settle(pending.popleft(), tally, lease)
         finally:
-            # Only on an error (reading the input failed, the task is being killed): stop buffering; what is
-            # buffered is still flushed by close(), and this attempt fails anyway, so Spark reruns the partition.
+            # Only on an error (reading the input failed, the task is being killed): stop buffering. What is
+            # buffered is still delivered by the producer; this attempt fails anyway, so Spark reruns the partition.
             for _, future in pending:
                 future.cancel()
-            await asyncio.gather(*(future for _, future in pending), return_exceptions=True)
+            concurrent.futures.wait([future for _, future in pending])
+        lease.suspect |= tally.producer_suspect
+        return lease.created
 
 
-async def _settle(entry: tuple[int, asyncio.Future[_Results]], tally: TaskTally) -> None:
+def _settle(entry: tuple[int, concurrent.futures.Future[list[Any]]], tally: TaskTally, lease: Lease) -> None:
     first_row, future = entry
-    tally.add(first_row, await future)
+    try:
+        results = future.result()
+    except BaseException:
+        lease.suspect = True  # send_many itself failed (the producer closed under the task): never lend it again
+        raise
+    tally.add(first_row, results)
 
 
 def _prepend(first: list[ProducerRecord], rest: Iterator[list[ProducerRecord]]) -> Iterator[list[ProducerRecord]]:

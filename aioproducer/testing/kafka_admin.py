@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,18 +104,26 @@ def create_topic(
     *,
     replication_factor: int = -1,
     config: Mapping[str, str] | None = None,
+    replica_assignment: Sequence[Sequence[int]] | None = None,
     timeout_s: float = 30.0,
     client_config: Mapping[str, str] | None = None,
 ) -> None:
-    """Create `topic` (replication -1: the broker's `default.replication.factor`) and wait for its leaders."""
+    """Create `topic` (replication -1: the broker's `default.replication.factor`) and wait for its leaders.
+
+    `replica_assignment` lists each partition's replicas, preferred leader first (then `partitions` must match it
+    and `replication_factor` is taken from it).
+    """
     if partitions < 1:
         raise ConfigError(f"partitions must be at least 1, got {partitions}")
     admin_module = _admin_module()
     admin = _admin(bootstrap_servers, client_config)
     deadline = time.monotonic() + timeout_s
-    new_topic = admin_module.NewTopic(
-        topic, num_partitions=partitions, replication_factor=replication_factor, config=dict(config or {})
-    )
+    placement: dict[str, Any] = {"replication_factor": replication_factor}
+    if replica_assignment is not None:
+        if len(replica_assignment) != partitions:
+            raise ConfigError(f"replica_assignment names {len(replica_assignment)} partitions, not {partitions}")
+        placement = {"replica_assignment": [list(replicas) for replicas in replica_assignment]}
+    new_topic = admin_module.NewTopic(topic, num_partitions=partitions, config=dict(config or {}), **placement)
     futures = admin.create_topics([new_topic], operation_timeout=timeout_s, request_timeout=timeout_s)
     _result(futures[topic], f"creating topic {topic!r}", timeout_s)
     _wait_for_leaders(admin, topic, partitions, deadline)

@@ -1,22 +1,18 @@
 """`KafkaCluster`: real Apache Kafka in KRaft mode (1 or 3 combined broker+controller nodes) on loopback.
 
-Owns the cluster's scratch directory, ports and node processes; the jars come from `kafka_jars`, the files from
-`kafka_config`, the processes from `kafka_process`. Admin work goes through confluent-kafka, an independent client.
+Owns the cluster's scratch directory, settings, credentials and node control; the jars come from `kafka_jars`, the
+files from `kafka_config` and `kafka_certs`, each node's start from `kafka_node`, the processes from `kafka_process`.
+Admin work goes through `kafka_admin` (confluent-kafka, an independent client).
 """
 
 from __future__ import annotations
 
-import base64
 import secrets
 import shutil
-import socket
-import subprocess
 import tempfile
 import time
-import uuid
 import weakref
 from collections.abc import Mapping, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
@@ -37,61 +33,22 @@ from aioproducer.testing.kafka_config import (
     security_properties,
 )
 from aioproducer.testing.kafka_jars import DEFAULT_KAFKA_VERSION, KafkaSetupError, kafka_libs
+from aioproducer.testing.kafka_node import (
+    ClusterNode,
+    PortTakenError,
+    address,
+    format_storage,
+    free_ports,
+    random_cluster_id,
+    wait_for_brokers,
+    without_controller,
+)
 from aioproducer.testing.kafka_process import JvmProcess, Watchdog, jvm_command
 
 __all__ = ["KafkaCluster", "SaslCredentials"]
 
 _POLL_S = 0.05
-_FORMAT_TIMEOUT_S = 120.0
 _PORT_ATTEMPTS = 3
-_STARTED = "Kafka Server started"
-_PORT_TAKEN = "Address already in use"
-
-
-def _random_cluster_id() -> str:
-    # What `StorageTool random-uuid` prints (org.apache.kafka.common.Uuid): 16 random bytes, URL-safe base64 without
-    # padding, never starting with '-' (it would read as a command-line flag). Saves a JVM start.
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not text.startswith("-"):
-            return text
-
-
-def _free_ports(host: str, count: int) -> list[int]:
-    # All probes stay bound until every port is chosen, so one cluster never gets the same port twice. The ports
-    # are released before the JVMs bind them: another process may take one in between, which `start` retries.
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            probe = stack.enter_context(socket.socket(family, socket.SOCK_STREAM))
-            probe.bind((host, 0))
-            ports.append(int(probe.getsockname()[1]))
-        return ports
-
-
-def _accepts(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def _without(ports: Mapping[str, int], name: str = "CONTROLLER") -> dict[str, int]:
-    return {key: value for key, value in ports.items() if key != name}
-
-
-def _address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _confluent_admin() -> Any:
-    try:
-        import confluent_kafka.admin
-    except ImportError as exc:
-        raise ImportError("KafkaCluster needs confluent-kafka: `pip install aioproducer[testing]`") from exc
-    return confluent_kafka.admin
 
 
 @dataclass(frozen=True)
@@ -101,19 +58,6 @@ class SaslCredentials:
     username: str
     password: str = field(repr=False)
     mechanisms: tuple[str, ...] = SASL_MECHANISMS
-
-
-class _PortTakenError(KafkaSetupError):
-    """A node could not bind a port chosen for it: another process took it first."""
-
-
-@dataclass
-class _Node:
-    layout: NodeLayout
-    directory: Path
-    process: JvmProcess
-    # Where in the log this start's output begins, so an earlier start's "started" line is not mistaken for it.
-    log_offset: int = 0
 
 
 class KafkaCluster:
@@ -133,7 +77,8 @@ class KafkaCluster:
     Settings (see `kafka_config`): one node replicates once; three nodes replicate three times with
     `min.insync.replicas=2`. Failover is tuned to seconds (`kafka_config.FAILOVER_TUNING`). Topics are
     auto-created on Metadata (4 partitions) unless `broker_config={"auto.create.topics.enable": "false"}`;
-    `broker_config` overrides any property.
+    `broker_config` overrides any property. The JVMs start fast with a C1-only JIT; `fast_start=False` gives
+    the nodes the full JIT, for benchmarks.
     """
 
     def __init__(
@@ -146,6 +91,7 @@ class KafkaCluster:
         host: str = "127.0.0.1",
         heap_mb: int = 384,
         startup_timeout_s: float = 120.0,
+        fast_start: bool = True,
     ) -> None:
         if nodes < 1:
             raise ConfigError(f"a cluster needs at least one node, got {nodes}")
@@ -158,11 +104,12 @@ class KafkaCluster:
         self.host = host
         self.heap_mb = heap_mb
         self.startup_timeout_s = startup_timeout_s
-        self.cluster_id = _random_cluster_id()
+        self.fast_start = fast_start
+        self.cluster_id = random_cluster_id()
         self.credentials = SaslCredentials("aioproducer", secrets.token_urlsafe(16))
         self.startup_s: float | None = None
         self._certificates: ClusterCertificates | None = None
-        self._nodes: dict[int, _Node] = {}
+        self._nodes: dict[int, ClusterNode] = {}
         self._libs: Path | None = None
         self._workdir: Path | None = None
         self._watchdog: Watchdog | None = None
@@ -182,7 +129,7 @@ class KafkaCluster:
             ports = self._node(node_id).layout.ports
             if listener not in ports or listener == "CONTROLLER":
                 raise ConfigError(f"no client listener {listener!r}; listeners: {sorted(set(ports) - {'CONTROLLER'})}")
-            addresses.append(_address(self.host, ports[listener]))
+            addresses.append(address(self.host, ports[listener]))
         return ",".join(addresses)
 
     @property
@@ -267,7 +214,7 @@ class KafkaCluster:
         for attempt in range(1, _PORT_ATTEMPTS + 1):
             try:
                 self._start_once()
-            except _PortTakenError:
+            except PortTakenError:
                 self.close()
                 if attempt == _PORT_ATTEMPTS:
                     raise
@@ -306,20 +253,22 @@ class KafkaCluster:
                 [str(directory / "server.properties")],
                 heap_mb=self.heap_mb,
                 system_properties=[f"-Dlog4j2.configurationFile={log4j}"],
+                fast_start=self.fast_start,
             )
             process = JvmProcess(command, directory / "kafka.log", self._watchdog, cwd=directory)
-            self._nodes[layout.node_id] = _Node(layout, directory, process)
-        self._format_all()
+            self._nodes[layout.node_id] = ClusterNode(layout, directory, process)
+        scram = scram_format_arguments(self.credentials.username, self.credentials.password)
+        format_storage(list(self._nodes.values()), self._require_libs(), self.cluster_id, scram)
         for node in self._nodes.values():
-            self._launch(node)
+            node.launch()
         deadline = time.monotonic() + self.startup_timeout_s
         for node in self._nodes.values():
-            self._wait_started(node, deadline)
+            node.wait_started(deadline)
         self._wait_cluster_metadata(deadline)
 
     def _layouts(self) -> list[NodeLayout]:
         listeners = [*CLIENT_LISTENERS, "CONTROLLER"]
-        ports = iter(_free_ports(self.host, len(listeners) * self.node_count))
+        ports = iter(free_ports(self.host, len(listeners) * self.node_count))
         workdir = self.workdir
         layouts = [
             NodeLayout(
@@ -333,7 +282,9 @@ class KafkaCluster:
         ]
         # A broker-only node has no CONTROLLER listener (its port stays unused).
         return [
-            layout if layout.node_id <= self.controller_count else replace(layout, ports=_without(layout.ports))
+            layout
+            if layout.node_id <= self.controller_count
+            else replace(layout, ports=without_controller(layout.ports))
             for layout in layouts
         ]
 
@@ -342,96 +293,8 @@ class KafkaCluster:
             raise KafkaSetupError("the cluster is not started")
         return self._libs
 
-    def _format_all(self) -> None:
-        # One StorageTool JVM per node, run side by side: each takes ~2 s, mostly JVM start-up.
-        running = []
-        for node in self._nodes.values():
-            command = jvm_command(
-                "kafka.tools.StorageTool",
-                self._require_libs(),
-                [
-                    "format",
-                    "-t",
-                    self.cluster_id,
-                    "-c",
-                    str(node.directory / "server.properties"),
-                    *scram_format_arguments(self.credentials.username, self.credentials.password),
-                ],
-                heap_mb=256,
-            )
-            output = (node.directory / "format.log").open("wb")
-            running.append(
-                (node, output, subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output))
-            )
-        failures = []
-        for node, output, process in running:
-            try:
-                code = process.wait(_FORMAT_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                code = process.wait()
-            finally:
-                output.close()
-            if code != 0:
-                text = (node.directory / "format.log").read_text(errors="replace")[-3000:]
-                failures.append(f"node {node.layout.node_id} (exit {code}):\n{text}")
-        if failures:
-            raise KafkaSetupError("formatting the KRaft storage failed:\n" + "\n".join(failures))
-
-    def _launch(self, node: _Node) -> None:
-        node.log_offset = node.process.log_path.stat().st_size if node.process.log_path.exists() else 0
-        node.process.start()
-
-    def _output_since_start(self, node: _Node) -> str:
-        try:
-            with node.process.log_path.open("rb") as log:
-                log.seek(node.log_offset)
-                return log.read().decode(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def _wait_started(self, node: _Node, deadline: float) -> None:
-        # Kafka opens a client listener only once the broker is unfenced (BrokerServer.startup), and prints the
-        # line after that: both together mean the node serves clients.
-        port = node.layout.ports["PLAINTEXT"]
-        marker = f"nodeId={node.layout.node_id}] {_STARTED}"
-        while True:
-            if not node.process.running:
-                output = self._output_since_start(node)
-                error = _PortTakenError if _PORT_TAKEN in output else KafkaSetupError
-                raise error(
-                    f"Kafka node {node.layout.node_id} exited with {node.process.returncode} while starting; "
-                    f"its log:\n{node.process.log_tail()}"
-                )
-            if marker in self._output_since_start(node) and _accepts(self.host, port):
-                return
-            if time.monotonic() >= deadline:
-                raise KafkaTimeoutError(
-                    f"Kafka node {node.layout.node_id} did not start in {self.startup_timeout_s} s; "
-                    f"its log:\n{node.process.log_tail()}"
-                )
-            time.sleep(_POLL_S)
-
-    def _wait_cluster_metadata(self, deadline: float, nodes: Sequence[int] | None = None) -> None:
-        # Each running node must list every running broker, or a client bootstrapping from it would not see them.
-        expected = {node_id for node_id, node in self._nodes.items() if node.process.running}
-        admin_module = _confluent_admin()
-        for node_id in nodes if nodes is not None else sorted(expected):
-            admin = admin_module.AdminClient({"bootstrap.servers": self.bootstrap("PLAINTEXT", [node_id])})
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise KafkaTimeoutError(
-                        f"Kafka node {node_id} did not list brokers {sorted(expected)} in time; "
-                        f"its log:\n{self.log_tail(node_id)}"
-                    )
-                try:
-                    listed = set(admin.list_topics(timeout=min(remaining, 5.0)).brokers)
-                except Exception:
-                    listed = set()
-                if expected <= listed:
-                    break
-                time.sleep(_POLL_S)
+    def _wait_cluster_metadata(self, deadline: float) -> None:
+        wait_for_brokers(list(self._nodes.values()), deadline)
 
     def close(self) -> None:
         """Kill every node (SIGKILL: the data is thrown away) and remove the scratch directory; idempotent."""
@@ -454,7 +317,7 @@ class KafkaCluster:
 
     # -- nodes -------------------------------------------------------------------------------------------------
 
-    def _node(self, node_id: int) -> _Node:
+    def _node(self, node_id: int) -> ClusterNode:
         try:
             return self._nodes[node_id]
         except KeyError:
@@ -489,9 +352,9 @@ class KafkaCluster:
     def start_node(self, node_id: int, timeout_s: float | None = None) -> None:
         """Start a stopped or killed node again on its old ports and data, and wait until the cluster lists it."""
         node = self._node(node_id)
-        self._launch(node)
+        node.launch()
         deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.startup_timeout_s)
-        self._wait_started(node, deadline)
+        node.wait_started(deadline)
         self._wait_cluster_metadata(deadline)
 
     def heal(self) -> None:
@@ -522,15 +385,18 @@ class KafkaCluster:
         *,
         replication_factor: int = -1,
         config: Mapping[str, str] | None = None,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
         timeout_s: float = 30.0,
     ) -> str:
-        """Create `topic` (replication -1: the cluster's default) with topic `config`; wait for its leaders."""
+        """Create `topic` (replication -1: the cluster's default) with topic `config`, or with each partition's
+        replicas given (preferred leader first); wait until its leaders take writes."""
         kafka_admin.create_topic(
             self._live_bootstrap(),
             topic,
             partitions,
             replication_factor=replication_factor,
             config=config,
+            replica_assignment=replica_assignment,
             timeout_s=timeout_s,
         )
         return topic
@@ -570,7 +436,7 @@ class KafkaCluster:
             time.sleep(_POLL_S * 4)
 
 
-def _shutdown(nodes: dict[int, _Node], watchdog: Watchdog, workdir: Path) -> None:
+def _shutdown(nodes: dict[int, ClusterNode], watchdog: Watchdog, workdir: Path) -> None:
     # A finalizer (also run at interpreter exit): must not reference the KafkaCluster itself.
     try:
         for node in nodes.values():

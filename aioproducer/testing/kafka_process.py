@@ -111,10 +111,12 @@ def jvm_command(
     *,
     heap_mb: int = 384,
     system_properties: Sequence[str] = (),
+    fast_start: bool = True,
 ) -> list[str]:
     """`java` with Kafka's own GC flags (kafka-run-class.sh), a small heap and a fast-starting JIT.
 
-    `-XX:TieredStopAtLevel=1` trades peak speed for start-up: right for functional tests, wrong for benchmarks.
+    `-XX:TieredStopAtLevel=1` trades peak speed for start-up: right for functional tests, wrong for benchmarks,
+    which pass `fast_start=False` for the full JIT.
     """
     return [
         require_tool("java"),
@@ -124,7 +126,7 @@ def jvm_command(
         "-XX:MaxGCPauseMillis=20",
         "-XX:InitiatingHeapOccupancyPercent=35",
         "-XX:+ExplicitGCInvokesConcurrent",
-        "-XX:TieredStopAtLevel=1",
+        *(("-XX:TieredStopAtLevel=1",) if fast_start else ()),
         "-Djava.awt.headless=true",
         *system_properties,
         "-cp",

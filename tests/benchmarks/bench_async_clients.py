@@ -46,7 +46,7 @@ class AioproducerClient:
         if spec.buffer_memory:
             settings["buffer_memory"] = spec.buffer_memory
         self.topic = spec.topic
-        self.producer = Producer(spec.bootstrap, **settings)
+        self.producer = Producer(spec.bootstrap, hooks=_observing(spec.extra.get("observe", "")), **settings)
 
     async def start(self) -> None:
         await self.producer.start()
@@ -178,6 +178,24 @@ class ConfluentAioClient:
 
     async def close(self) -> None:
         await self.producer.close()
+
+
+def _observing(mode: str) -> list[Any]:
+    """The hooks of an observability-overhead run; "off" silences the observer's per-batch work in this worker
+    process (a measurement-only baseline: the producer has no such switch)."""
+    if mode == "off":
+        from aioproducer.observer import Observer
+
+        for name in ("produce_sent", "batch_failed", "batch_retried"):
+            setattr(Observer, name, lambda self, *args: None)
+    if mode == "otel":
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.trace import TracerProvider
+
+        from aioproducer.contrib.opentelemetry import OpenTelemetryHook
+
+        return [OpenTelemetryHook(tracer_provider=TracerProvider(), meter_provider=MeterProvider())]
+    return []
 
 
 _ADAPTERS: dict[str, type[AioproducerClient | AiokafkaClient | ConfluentAioClient]] = {

@@ -1,7 +1,8 @@
-"""Counting what reached the broker, with an independent consumer (librdkafka, CRCs checked).
+"""Counting what reached the broker, with an independent consumer (librdkafka, CRCs checked), and dropping a counted
+topic.
 
-Owns one short-lived confluent-kafka Consumer per count; it must not use any producer under test. Counting by
-consuming rather than by high watermarks: Tansu's ListOffsets answer lags the last batch's records.
+Owns one short-lived confluent-kafka Consumer (or admin client) per call; it must not use any producer under test.
+Counting by consuming rather than by high watermarks: Tansu's ListOffsets answer lags the last batch's records.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import uuid
 from typing import Any
 
 import confluent_kafka
+import confluent_kafka.admin
 
-__all__ = ["count_records"]
+__all__ = ["count_records", "delete_topic"]
 
 _PARTITION_EOF = -191
 
@@ -54,3 +56,9 @@ def _drain(consumer: Any, pending: set[int], topic: str, timeout_s: float) -> in
             else:
                 raise RuntimeError(f"{topic}[{message.partition()}]: {error.name()}: {error.str()}")
     return count
+
+
+def delete_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> None:
+    """Delete `topic` and wait for the controller to accept it (the broker removes the files in the background)."""
+    admin: Any = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=timeout_s, request_timeout=timeout_s)[topic].result(timeout_s)

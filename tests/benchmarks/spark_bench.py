@@ -1,32 +1,61 @@
-"""Throughput of `aioproducer.spark.publish`: N rows of ~100 bytes from a local[2] Spark session to Kafka.
+"""The Spark section of the benchmarks: `aioproducer.spark` on local[2] Spark, alone and against Spark's own JVM
+Kafka sink (`spark-sql-kafka-0-10`), on one real Apache Kafka node.
 
-Run: `python tests/benchmarks/spark_bench.py [--rows 1000000] [--bootstrap host:port]`; without --bootstrap it
-starts an embedded Tansu broker. Prints rows/s end to end (Spark plan, Arrow transfer, produce, report).
+    python -m tests.benchmarks.spark_bench publish [--rows N] [--bootstrap host:port]   # publish() alone
+    python -m tests.benchmarks.spark_bench versus [--rows N] [--rounds R] [--quick]      # ours vs Spark's sink
+    python -m tests.benchmarks.spark_bench cache [--seconds S]                           # 1 s trigger, cache on/off
+
+`versus` runs batch `df.write.format("kafka")` against `aioproducer.spark.publish`, and `writeStream.format("kafka")`
+against `writeStream.format("aioproducer")` (10 micro-batches from Parquet files, availableNow), alternating, with
+the same rows (~100 B, unique keys), the same broker and the same producer settings (acks=all, idempotence, linger
+5 ms, 16 KiB batches); it checks every run's record count on the broker and writes results/spark.md.
+CPU is that of the Spark JVM, its Python workers and this driver (the broker's is shown apart): on a shared machine
+wall time depends on the neighbours, CPU per row much less.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
+import urllib.request
+import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-from aioproducer.spark import publish
-from aioproducer.testing import TansuBroker, create_topic
+from aioproducer.spark import publish, read_batch_reports, register
+from aioproducer.testing import KafkaCluster, create_topic
+from aioproducer.testing import kafka_cluster as kafka_cluster_module
 
 VALUE_BYTES = 100
+STREAM_FILES = 10
+CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2/org/apache/spark/spark-sql-kafka-0-10_2.13"
+# The same producer settings for both sinks: Kafka 4's defaults, written out (Spark's connector brings
+# kafka-clients 3.9, whose linger.ms default is still 0).
+PRODUCER = {
+    "kafka.acks": "all",
+    "kafka.enable.idempotence": "true",
+    "kafka.linger.ms": "5",
+    "kafka.batch.size": "16384",
+}
+RESULTS = Path(__file__).parent / "results"
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu_seconds(root: int) -> float:
-    """CPU seconds used so far by every live descendant of `root` (the JVM, Spark's Python workers, the broker).
+# ---- measuring ---------------------------------------------------------------------------------------------------
 
-    On a shared machine the wall time depends on the neighbours; CPU per row does not.
-    """
+
+def cpu_of_tree(root: int, exclude: set[int] | frozenset[int] = frozenset()) -> float:
+    """CPU seconds used so far by `root`'s live descendants, leaving out the subtrees of `exclude`."""
     children: dict[int, list[int]] = {}
     usage: dict[int, float] = {}
     for entry in os.listdir("/proc"):
@@ -39,77 +68,307 @@ def tree_cpu_seconds(root: int) -> float:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
         usage[int(entry)] = (int(fields[11]) + int(fields[12])) / _TICKS
-    total, todo = 0.0, list(children.get(root, []))
+    total, todo = 0.0, [pid for pid in children.get(root, []) if pid not in exclude]
     while todo:
         pid = todo.pop()
         total += usage.get(pid, 0.0)
-        todo.extend(children.get(pid, []))
+        todo.extend(child for child in children.get(pid, []) if child not in exclude)
     return total
 
 
+class Meter:
+    """Wall time, client CPU (Spark's JVM and Python workers, this driver) and broker CPU of one run."""
+
+    def __init__(self, broker_pids: set[int]) -> None:
+        self.broker_pids = broker_pids
+
+    def sample(self) -> tuple[float, float, float]:
+        client = cpu_of_tree(os.getpid(), self.broker_pids) + time.process_time()
+        broker = sum(cpu_of_tree(pid) + _own_cpu(pid) for pid in self.broker_pids)
+        return time.perf_counter(), client, broker
+
+    @contextlib.contextmanager
+    def run(self, into: dict[str, float]) -> Iterator[None]:
+        wall, client, broker = self.sample()
+        yield
+        wall2, client2, broker2 = self.sample()
+        into.update(wall_s=wall2 - wall, client_cpu_s=client2 - client, broker_cpu_s=broker2 - broker)
+
+
+def _own_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+# ---- the environment: broker, connector, Spark -------------------------------------------------------------------
+
+
 @contextlib.contextmanager
-def kafka(bootstrap: str | None) -> Iterator[str]:
-    if bootstrap:
-        yield bootstrap
-        return
-    with TansuBroker() as broker:
-        yield broker.bootstrap_servers
+def real_kafka() -> Iterator[KafkaCluster]:
+    """One real Kafka node with the JVM's full JIT: the test fixture's fast-starting C1-only flag would make the
+    broker, shared by both sinks, slower than a real one."""
+    original = kafka_cluster_module.jvm_command
+
+    def full_jit(*args: Any, **kwargs: Any) -> list[str]:
+        return [flag for flag in original(*args, **kwargs) if flag != "-XX:TieredStopAtLevel=1"]
+
+    kafka_cluster_module.jvm_command = full_jit  # type: ignore[assignment]
+    try:
+        with KafkaCluster(nodes=1, heap_mb=1024) as cluster:
+            yield cluster
+    finally:
+        kafka_cluster_module.jvm_command = original
 
 
-def spark_session(cores: int, conf: dict[str, Any]) -> Any:
+def connector_version(spark_version: str) -> str:
+    """The newest `spark-sql-kafka-0-10_2.13` at or below `spark_version` that Maven Central serves, fetched into
+    ~/.m2 (where Spark's Ivy looks first). Spark's own release may lag PyPI's."""
+    with urllib.request.urlopen(f"{MAVEN_CENTRAL}/maven-metadata.xml", timeout=30) as answer:
+        text = answer.read().decode()
+    served = [v.split("</version>")[0] for v in text.split("<version>")[1:]]
+    wanted = _version_key(spark_version)
+    candidates = [v for v in served if v.replace(".", "").isdigit() and _version_key(v) <= wanted]
+    version = max(candidates, key=_version_key)
+    subprocess.run(
+        [
+            "mvn",
+            "-B",
+            "-q",
+            "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:get",
+            f"-Dartifact={CONNECTOR}:{version}",
+        ],
+        check=True,
+    )
+    return version
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def spark_session(packages: str | None = None) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
     from pyspark.sql import SparkSession
 
-    spark = (
-        SparkSession.builder.master(f"local[{cores}]")
+    builder = (
+        SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(cores))
-        .config(map=conf)
-        .getOrCreate()
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
     )
+    if packages:
+        ivy = Path.home() / ".cache" / "aioproducer" / "ivy"
+        builder = builder.config("spark.jars.packages", packages).config("spark.jars.ivy", str(ivy))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
     return spark
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: an embedded Tansu broker)")
-    parser.add_argument("--option", action="append", default=[], help="extra publish option key=value")
-    parser.add_argument("--conf", action="append", default=[], help="extra Spark setting key=value")
-    parser.add_argument("--no-keys", action="store_true", help="publish without keys (sticky partitioning)")
-    args = parser.parse_args()
-    warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
-    spark = spark_session(args.cores, {key: value for key, _, value in (c.partition("=") for c in args.conf)})
-    # Unique keys of up to 7 bytes and values padded to fill ~100 B of payload per record.
-    columns = [f"lpad(cast(id as string), {VALUE_BYTES - 7}, 'x') as value"]
-    if not args.no_keys:
-        columns.append("cast(id as string) as key")
-    df = spark.range(args.rows, numPartitions=args.cores).selectExpr(*columns)
-    df = df.cache()
-    df.count()  # materialize the input first: the benchmark measures publishing, not generating
-    with kafka(args.bootstrap) as bootstrap:
-        topic = f"spark-bench-{int(time.time())}"
-        create_topic(bootstrap, topic, 4)
-        options = {"kafka.bootstrap.servers": bootstrap, **dict(o.split("=", 1) for o in args.option)}
-        # A warm-up publish starts the Python workers, as a long-lived job would already have.
-        publish(df.limit(1000), topic, options)
-        cpu_before = tree_cpu_seconds(os.getpid()) + time.process_time()
-        started = time.perf_counter()
-        report = publish(df, topic, options)
-        elapsed = time.perf_counter() - started
-        cpu = tree_cpu_seconds(os.getpid()) + time.process_time() - cpu_before
-    print(report.summary())
-    keys = "without keys" if args.no_keys else "with unique keys"
-    print(f"{args.rows:,} rows {keys} in {elapsed:.2f} s: {args.rows / elapsed:,.0f} rows/s on local[{args.cores}]")
-    print(
-        f"CPU: {cpu:.2f} s in all processes ({cpu / args.rows * 1e6:.2f} us/row): at most "
-        f"{args.rows * args.cores / cpu:,.0f} rows/s on {args.cores} otherwise idle cores"
+def rows_frame(spark: Any, rows: int) -> Any:
+    """`rows` keyed records of ~100 bytes (unique keys of up to 7 bytes), cached in 2 partitions."""
+    columns = ["cast(id as string) as key", f"lpad(cast(id as string), {VALUE_BYTES - 7}, 'x') as value"]
+    frame = spark.range(rows, numPartitions=2).selectExpr(*columns).cache()
+    frame.count()
+    return frame
+
+
+def records_in(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{uuid.uuid4().hex}"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=30)
+        partitions = metadata.topics[topic].partitions
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions)
+    finally:
+        consumer.close()
+
+
+# ---- the runs ----------------------------------------------------------------------------------------------------
+
+
+def batch_run(sink: str, frame: Any, bootstrap: str, topic: str) -> None:
+    options = {"kafka.bootstrap.servers": bootstrap, **PRODUCER}
+    if sink == "aioproducer":
+        publish(frame, topic, options)
+    else:
+        frame.write.format("kafka").options(**options).option("topic", topic).save()
+
+
+def stream_run(sink: str, spark: Any, inbox: Path, bootstrap: str, topic: str, work: Path) -> None:
+    source = spark.readStream.schema("key string, value string").option("maxFilesPerTrigger", 1).parquet(str(inbox))
+    writer = source.writeStream.format(sink).options(**{"kafka.bootstrap.servers": bootstrap, **PRODUCER})
+    writer = writer.option("topic", topic).option("checkpointLocation", str(work / f"checkpoint-{topic}"))
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(f"the {sink} streaming query failed: {query.exception()}")
+
+
+def versus(args: argparse.Namespace) -> None:
+    import pyspark
+
+    version = connector_version(pyspark.__version__)
+    results: dict[str, Any] = {"pyspark": pyspark.__version__, "connector": version, "rows": args.rows, "runs": []}
+    with real_kafka() as cluster, tempfile.TemporaryDirectory(prefix="spark-bench-") as scratch:
+        bootstrap = cluster.bootstrap_servers
+        broker_pids = {pid for pid in (cluster.pid(n) for n in cluster.node_ids) if pid is not None}
+        meter = Meter(broker_pids)
+        spark = spark_session(f"{CONNECTOR}:{version}")
+        frame = rows_frame(spark, args.rows)
+        inbox = Path(scratch) / "inbox"
+        frame.repartition(STREAM_FILES).write.parquet(str(inbox))
+        # Warm-up: start the Python workers and load the connector's classes, as a long-lived job would have.
+        for sink in ("kafka", "aioproducer"):
+            topic = f"warm-{sink}-{uuid.uuid4().hex[:6]}"
+            create_topic(bootstrap, topic, 4)
+            batch_run(sink, frame.limit(10_000), bootstrap, topic)
+        for round_number in range(args.rounds):
+            order = ("kafka", "aioproducer") if round_number % 2 == 0 else ("aioproducer", "kafka")
+            for mode in ("batch", "stream"):
+                for sink in order:
+                    topic = f"{mode}-{sink}-{round_number}-{uuid.uuid4().hex[:6]}"
+                    create_topic(bootstrap, topic, 4)
+                    run: dict[str, Any] = {"mode": mode, "sink": sink, "round": round_number}
+                    with meter.run(run):
+                        if mode == "batch":
+                            batch_run(sink, frame, bootstrap, topic)
+                        else:
+                            stream_run(sink, spark, inbox, bootstrap, topic, Path(scratch))
+                    run["records"] = records_in(bootstrap, topic)
+                    if run["records"] != args.rows:
+                        raise RuntimeError(f"{mode} {sink}: {run['records']} records on the broker, not {args.rows}")
+                    print(_line(run, args.rows), flush=True)
+                    results["runs"].append(run)
+        spark.stop()
+    report(results, args.rows)
+
+
+def _line(run: dict[str, Any], rows: int) -> str:
+    return (
+        f"{run['mode']:6} {run['sink']:11} round {run['round']}: {rows / run['wall_s']:>9,.0f} rows/s, "
+        f"client {run['client_cpu_s'] / rows * 1e6:5.2f} CPU-us/row, broker {run['broker_cpu_s'] / rows * 1e6:5.2f}"
     )
-    print(f"load average during the run: {os.getloadavg()[0]:.2f}")
-    spark.stop()
+
+
+def report(results: dict[str, Any], rows: int) -> None:
+    lines = [
+        f"# Spark: aioproducer vs Spark's Kafka sink ({rows:,} rows of ~100 B, unique keys, local[2], 1 real Kafka "
+        f"node)",
+        "",
+        f"pyspark {results['pyspark']}, spark-sql-kafka-0-10 {results['connector']}; medians of "
+        f"{len(results['runs']) // 4} alternating rounds; acks=all, idempotence, linger 5 ms, 16 KiB batches.",
+        "",
+        "| mode | sink | rows/s | client CPU-us/row | broker CPU-us/row |",
+        "|---|---|---|---|---|",
+    ]
+    for mode, label in (("batch", "df.write"), ("stream", "writeStream, 10 micro-batches")):
+        for sink, name in (("kafka", 'Spark\'s format("kafka")'), ("aioproducer", "aioproducer")):
+            runs = [r for r in results["runs"] if r["mode"] == mode and r["sink"] == sink]
+            rate = statistics.median(rows / r["wall_s"] for r in runs)
+            client = statistics.median(r["client_cpu_s"] / rows * 1e6 for r in runs)
+            broker = statistics.median(r["broker_cpu_s"] / rows * 1e6 for r in runs)
+            lines.append(f"| {label} | {name} | {rate:,.0f} | {client:.2f} | {broker:.2f} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "spark.md").write_text(text)
+    (RESULTS / "spark.json").write_text(json.dumps(results, indent=1))
+
+
+def cache(args: argparse.Namespace) -> None:
+    """A rate source at `--rate` rows/s, 1-second trigger, for `--seconds`, with and without the producer cache."""
+    lines = [
+        "",
+        "| producerCache | micro-batches | task ms p50 | task ms p90 | addBatch ms p50 | producers started |",
+        "|---|---|---|---|---|---|",
+    ]
+    with real_kafka() as cluster, tempfile.TemporaryDirectory(prefix="spark-cache-") as scratch:
+        spark = spark_session()
+        for round_number, cached in enumerate(("true", "false", "true", "false")[: 2 * args.rounds]):
+            topic = f"cache-{cached}-{round_number}"
+            create_topic(cluster.bootstrap_servers, topic, 4)
+            reports = Path(scratch) / f"reports-{round_number}"
+            source = (
+                spark.readStream.format("rate").option("rowsPerSecond", args.rate).option("numPartitions", 2).load()
+            )
+            frame = source.selectExpr("cast(value as string) as key", "cast(timestamp as string) as value")
+            query = (
+                frame.writeStream.format("aioproducer")
+                .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+                .options(**PRODUCER)
+                .option("topic", topic)
+                .option("producerCache", cached)
+                .option("reportPath", str(reports))
+                .option("checkpointLocation", str(Path(scratch) / f"checkpoint-{round_number}"))
+                .trigger(processingTime="1 second")
+                .start()
+            )
+            time.sleep(args.seconds)
+            progress = list(query.recentProgress)
+            query.stop()
+            batches = [b for b in read_batch_reports(reports) if b.outcome == "committed"][2:]  # past the start
+            tasks = [t for b in batches for t in b.report.tasks if t.delivered]
+            elapsed = sorted(t.elapsed_ms for t in tasks)
+            add_batch = [p["durationMs"].get("addBatch", 0) for p in progress[2:]]
+            p50, p90 = statistics.median(elapsed), elapsed[int(len(elapsed) * 0.9)]
+            lines.append(
+                f"| {cached} | {len(batches)} | {p50:.0f} | {p90:.0f} | {statistics.median(add_batch):.0f} "
+                f"| {sum(t.new_producer for t in tasks)} of {len(tasks)} tasks |"
+            )
+            print(lines[-1], flush=True)
+        spark.stop()
+    text = (
+        f"\n## Producer cache: {args.rate} rows/s, trigger 1 s, {args.seconds} s per run (local[2])\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+    print(text)
+    RESULTS.mkdir(exist_ok=True)
+    with open(RESULTS / "spark.md", "a") as file:
+        file.write(text)
+
+
+def publish_alone(args: argparse.Namespace) -> None:
+    """The original measurement: publish() alone to a broker (a real Kafka node unless --bootstrap)."""
+    with contextlib.ExitStack() as stack:
+        bootstrap = args.bootstrap or stack.enter_context(real_kafka()).bootstrap_servers
+        spark = spark_session()
+        frame = rows_frame(spark, args.rows)
+        topic = f"spark-bench-{uuid.uuid4().hex[:6]}"
+        create_topic(bootstrap, topic, 4)
+        publish(frame.limit(1000), topic, {"kafka.bootstrap.servers": bootstrap})
+        run: dict[str, Any] = {"mode": "batch", "sink": "aioproducer", "round": 0}
+        with Meter(set()).run(run):
+            result = publish(frame, topic, {"kafka.bootstrap.servers": bootstrap, **PRODUCER})
+        print(result.summary())
+        print(_line(run, args.rows))
+        spark.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=("publish", "versus", "cache", "all"), nargs="?", default="all")
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rate", type=int, default=5_000, help="cache: rows per second of the rate source")
+    parser.add_argument("--seconds", type=float, default=40.0, help="cache: seconds per run")
+    parser.add_argument("--bootstrap", help="publish: Kafka bootstrap servers (default: a real Kafka node)")
+    parser.add_argument("--quick", action="store_true", help="100 k rows, one round, 20 s cache runs")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rows, args.rounds, args.seconds = 100_000, 1, 20.0
+    commands: dict[str, Callable[[argparse.Namespace], None]] = {
+        "publish": publish_alone,
+        "versus": versus,
+        "cache": cache,
+    }
+    for name in ("versus", "cache") if args.command == "all" else (args.command,):
+        commands[name](args)
 
 
 if __name__ == "__main__":

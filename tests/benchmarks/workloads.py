@@ -11,9 +11,12 @@ from typing import Any, Literal
 
 __all__ = [
     "ASYNC_CLIENTS",
+    "BROKERS",
+    "BROKER_LABELS",
     "CLIENTS",
     "CLIENT_LABELS",
     "LINGER_MS",
+    "PYTHON_CLIENTS",
     "RunSpec",
     "Workload",
     "key_pool",
@@ -23,7 +26,10 @@ __all__ = [
 
 Mode = Literal["loop", "bulk", "rate", "idle", "lag", "memory"]
 
-CLIENTS = ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync", "kafka_python")
+PYTHON_CLIENTS = ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync", "kafka_python")
+# The Java producer (kafka-clients, the reference implementation) runs the throughput loops only.
+CLIENTS = (*PYTHON_CLIENTS, "java")
+WITH_JAVA = CLIENTS
 ASYNC_CLIENTS = ("aioproducer", "aiokafka", "confluent_aio")
 CLIENT_LABELS = {
     "aioproducer": "aioproducer",
@@ -31,7 +37,13 @@ CLIENT_LABELS = {
     "confluent_aio": "confluent-kafka AIOProducer",
     "confluent_sync": "confluent-kafka Producer (sync)",
     "kafka_python": "kafka-python",
+    "java": "Java producer (kafka-clients)",
 }
+# Tansu: an embedded broker, fresh per run, that costs ~0.4 CPU-s per million records; Apache Kafka: one real
+# single-node cluster for the whole bench (a fresh topic per run), the judge of what the numbers mean in practice.
+BROKERS = ("tansu", "kafka")
+BROKER_LABELS = {"tansu": "Tansu (embedded)", "kafka": "Apache Kafka 4.1.1 (one node)"}
+BOTH_BROKERS = BROKERS
 # Every client runs with the same linger (librdkafka's default; aiokafka and kafka-python default to 0).
 LINGER_MS = 5
 DISTINCT_KEYS = 10_000
@@ -55,7 +67,11 @@ class Workload:
     rate: int = 0
     buffer_memory: int = 0
     via_bulk: bool = False  # for "lag": produce with send_many-style chunks instead of an enqueue loop
-    clients: tuple[str, ...] = CLIENTS
+    clients: tuple[str, ...] = PYTHON_CLIENTS
+    brokers: tuple[str, ...] = ("tansu",)
+    # aioproducer only: "off" skips the observer's per-batch work (the baseline), "otel" adds the OpenTelemetry hook
+    # with every span sampled and no exporter; "" is the default producer (metrics on, no hooks).
+    observe: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,13 +101,65 @@ class RunSpec:
 
 
 WORKLOADS: tuple[Workload, ...] = (
-    Workload("enqueue_100B", "keyless 100 B, enqueue loop", "loop", full=300_000, quick=30_000),
-    Workload("send_many_100B", "keyless 100 B, send_many (10 k chunks)", "bulk", full=300_000, quick=30_000),
-    Workload("keyed_100B", "keyed 100 B, 10 k distinct keys", "loop", full=300_000, quick=30_000, keyed=True),
-    Workload("lz4_1KB", "1 KB values, lz4", "loop", full=150_000, quick=15_000, value_size=1000, compression="lz4"),
-    Workload("zstd_1KB", "1 KB values, zstd", "loop", full=150_000, quick=15_000, value_size=1000, compression="zstd"),
+    # The throughput workloads run on both brokers; the Java producer joins those its send() loop can express.
     Workload(
-        "idempotent_100B", "keyless 100 B, acks=all + idempotence", "loop", full=300_000, quick=30_000, idempotent=True
+        "enqueue_100B",
+        "keyless 100 B, enqueue loop",
+        "loop",
+        full=300_000,
+        quick=30_000,
+        clients=WITH_JAVA,
+        brokers=BOTH_BROKERS,
+    ),
+    Workload(
+        "send_many_100B",
+        "keyless 100 B, send_many (10 k chunks)",
+        "bulk",
+        full=300_000,
+        quick=30_000,
+        brokers=BOTH_BROKERS,
+    ),
+    Workload(
+        "keyed_100B",
+        "keyed 100 B, 10 k distinct keys",
+        "loop",
+        full=300_000,
+        quick=30_000,
+        keyed=True,
+        clients=WITH_JAVA,
+        brokers=BOTH_BROKERS,
+    ),
+    Workload(
+        "lz4_1KB",
+        "1 KB values, lz4",
+        "loop",
+        full=150_000,
+        quick=15_000,
+        value_size=1000,
+        compression="lz4",
+        clients=WITH_JAVA,
+        brokers=BOTH_BROKERS,
+    ),
+    Workload(
+        "zstd_1KB",
+        "1 KB values, zstd",
+        "loop",
+        full=150_000,
+        quick=15_000,
+        value_size=1000,
+        compression="zstd",
+        clients=WITH_JAVA,
+        brokers=BOTH_BROKERS,
+    ),
+    Workload(
+        "idempotent_100B",
+        "keyless 100 B, acks=all + idempotence",
+        "loop",
+        full=300_000,
+        quick=30_000,
+        idempotent=True,
+        clients=WITH_JAVA,
+        brokers=BOTH_BROKERS,
     ),
     # Latency at a fixed rate: count = records sent at `rate` per second (5 s full, 2 s quick).
     Workload(
@@ -136,12 +204,32 @@ WORKLOADS: tuple[Workload, ...] = (
         for size, count in ((1000, 300_000), (100, 1_000_000))
         for mb in (8, 32)
     ),
+    # The cost of observing: the same keyless 100 B workloads with the observer off, with metrics only (the
+    # default), and with OpenTelemetry at full sampling, run in the same rounds so the three compare fairly.
+    *(
+        Workload(
+            f"observe_{observe}_{mode}_100B",
+            f"keyless 100 B, {'enqueue loop' if mode == 'loop' else 'send_many'}, {label}",
+            mode,
+            # OpenTelemetry's SDK costs ~100 µs a span: fewer records keep its rows to seconds (CPU is per million).
+            full=60_000 if observe == "otel" else 300_000,
+            quick=6_000 if observe == "otel" else 30_000,
+            clients=("aioproducer",),
+            observe=observe,
+        )
+        for mode in ("loop", "bulk")
+        for observe, label in (
+            ("off", "observer off (baseline)"),
+            ("metrics", "metrics only (default)"),
+            ("otel", "OpenTelemetry, full sampling"),
+        )
+    ),
 )
 
 
-def plan(only: tuple[str, ...] = (), clients: tuple[str, ...] = ()) -> list[Workload]:
-    """The workloads to run, in order, optionally narrowed to some names and clients."""
-    chosen = [w for w in WORKLOADS if not only or w.name in only]
+def plan(only: tuple[str, ...] = (), clients: tuple[str, ...] = (), broker: str = "tansu") -> list[Workload]:
+    """The workloads to run on `broker`, in order, optionally narrowed to some names and clients."""
+    chosen = [w for w in WORKLOADS if (not only or w.name in only) and broker in w.brokers]
     if clients:
         chosen = [_narrow(w, clients) for w in chosen]
     return [w for w in chosen if w.clients]

@@ -1,0 +1,195 @@
+"""OpenTelemetry for aioproducer (`pip install aioproducer[otel]`, opentelemetry-api only): a producer hook that
+follows the messaging semantic conventions (v1.44).
+
+Owns the spans and the two `messaging.client.*` metrics. A record's PRODUCER span `send {topic}` starts when it is
+enqueued and ends when the broker acknowledged it (or it failed), so it carries the partition, the offset and
+`error.type`; its W3C context goes into the record's headers unless the caller set `traceparent`. `send_many` gets
+one CLIENT span `send {topic}` whose records are `create {topic}` PRODUCER spans. Attribute work beyond what a
+sampler needs is skipped for spans that are not recording.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
+
+from opentelemetry import metrics, propagate, trace
+from opentelemetry.metrics import Observation
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from .. import __version__
+from ..hooks import BatchWritten
+from ..models import ProducerRecord, RecordMetadata
+
+__all__ = ["OpenTelemetryHook"]
+
+# The conventions' advised buckets for messaging.client.operation.duration, in seconds.
+DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+_TRACEPARENT = "traceparent"
+
+
+class OpenTelemetryHook:
+    """Pass to `Producer(hooks=[OpenTelemetryHook()])`. Uses the global tracer and meter providers unless given;
+    `client_id` becomes `messaging.client.id`."""
+
+    def __init__(
+        self, *, tracer_provider: Any = None, meter_provider: Any = None, client_id: str | None = None
+    ) -> None:
+        self._tracer = trace.get_tracer("aioproducer", __version__, tracer_provider)
+        meter = metrics.get_meter("aioproducer", __version__, meter_provider)
+        # Counted here per (topic, error type) and read by the SDK at collection time: no SDK call per record.
+        self._sent_counts: dict[tuple[str, str | None], int] = {}
+        meter.create_observable_counter(
+            "messaging.client.sent.messages",
+            callbacks=[self._observe_sent],
+            unit="{message}",
+            description="Messages a producer attempted to send.",
+        )
+        self._metric_attributes: dict[tuple[str, str | None], dict[str, Any]] = {}
+        self._duration = meter.create_histogram(
+            "messaging.client.operation.duration",
+            unit="s",
+            description="Duration of a send, from enqueue to acknowledgement.",
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS_S),
+        )
+        self._client_id = client_id
+        # A record's span until its acknowledgement: keyed by the traceparent injected (it survives later hooks
+        # rewriting the record), else by the record object's identity.
+        self._spans: dict[object, tuple[Span, float]] = {}
+        # Where each partition's batches went last: the broker a record's span reports as server.address/port.
+        self._brokers: dict[tuple[str, int], tuple[str, int]] = {}
+        self._batch: ContextVar[Span | None] = ContextVar(f"aioproducer_otel_batch_{id(self)}", default=None)
+
+    # -- records ------------------------------------------------------------------------------------------------
+    def on_record_buffered(self, record: ProducerRecord) -> ProducerRecord:
+        topic = record.topic
+        batch = self._batch.get()
+        operation = "send" if batch is None else "create"
+        # All attributes known now go in at the start, in one dict (what samplers may read; one call, not five).
+        attributes: dict[str, Any] = {
+            "messaging.system": "kafka",
+            "messaging.operation.name": operation,
+            "messaging.operation.type": operation,
+            "messaging.destination.name": topic,
+        }
+        if record.key is not None:
+            attributes["messaging.kafka.message.key"] = _text(record.key)
+        if record.value is None:
+            attributes["messaging.kafka.message.tombstone"] = True
+        if record.partition is not None:
+            attributes["messaging.destination.partition.id"] = str(record.partition)
+        if self._client_id is not None:
+            attributes["messaging.client.id"] = self._client_id
+        span = self._tracer.start_span(
+            f"{operation} {topic}",
+            context=None if batch is None else trace.set_span_in_context(batch),
+            kind=SpanKind.PRODUCER,
+            attributes=attributes,
+        )
+        headers = record.headers or ()
+        key_of_span: object = None
+        if not any(name == _TRACEPARENT for name, _ in headers):
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier, context=trace.set_span_in_context(span))
+            if carrier:
+                record = record._replace(headers=[*headers, *((k, v.encode()) for k, v in carrier.items())])
+                key_of_span = carrier.get(_TRACEPARENT)
+        if key_of_span is None:
+            key_of_span = id(record)
+        self._spans[key_of_span] = (span, time.perf_counter())
+        return record
+
+    def on_record_acknowledged(
+        self, record: ProducerRecord, metadata: RecordMetadata | None, error: BaseException | None
+    ) -> None:
+        entry = None
+        for name, value in record.headers or ():
+            if name == _TRACEPARENT and value is not None:
+                entry = self._spans.pop(value.decode("latin-1"), None)
+                break
+        if entry is None:
+            entry = self._spans.pop(id(record), None)
+        if entry is None:
+            return
+        span, started = entry
+        error_type = None if error is None else type(error).__qualname__
+        group = (record.topic, error_type)
+        self._sent_counts[group] = self._sent_counts.get(group, 0) + 1
+        self._duration.record(time.perf_counter() - started, self._attributes_of(group))
+        if span.is_recording():
+            late: dict[str, Any] = {}
+            if metadata is not None:
+                late["messaging.destination.partition.id"] = str(metadata.partition)
+                if metadata.offset >= 0:
+                    late["messaging.kafka.offset"] = metadata.offset
+                broker = self._brokers.get((metadata.topic, metadata.partition))
+                if broker is not None:
+                    late["server.address"], late["server.port"] = broker
+            if error_type is not None:
+                late["error.type"] = error_type
+                span.set_status(Status(StatusCode.ERROR, str(error)))
+            span.set_attributes(late)
+        span.end()
+
+    def _attributes_of(self, group: tuple[str, str | None]) -> dict[str, Any]:
+        """The metrics' attributes for one (topic, error type), built once and reused."""
+        attributes = self._metric_attributes.get(group)
+        if attributes is None:
+            attributes = {
+                "messaging.system": "kafka",
+                "messaging.operation.name": "send",
+                "messaging.destination.name": group[0],
+            }
+            if group[1] is not None:
+                attributes["error.type"] = group[1]
+            self._metric_attributes[group] = attributes
+        return attributes
+
+    def _observe_sent(self, options: Any) -> Iterator[Observation]:
+        for group, count in list(self._sent_counts.items()):
+            yield Observation(count, self._attributes_of(group))
+
+    def on_batch_written(self, event: BatchWritten) -> None:
+        self._brokers[(event.topic, event.partition)] = (event.host, event.port)
+
+    # -- send_many ----------------------------------------------------------------------------------------------
+    def on_send_many_start(self, records: list[ProducerRecord]) -> Any:
+        topics = {record.topic for record in records}
+        topic = next(iter(topics)) if len(topics) == 1 else None
+        attributes: dict[str, Any] = {
+            "messaging.system": "kafka",
+            "messaging.operation.name": "send",
+            "messaging.operation.type": "send",
+            "messaging.batch.message_count": len(records),
+        }
+        if topic is not None:
+            attributes["messaging.destination.name"] = topic
+        span = self._tracer.start_span(
+            f"send {topic}" if topic is not None else "send", kind=SpanKind.CLIENT, attributes=attributes
+        )
+        if span.is_recording() and self._client_id is not None:
+            span.set_attribute("messaging.client.id", self._client_id)
+        return span, self._batch.set(span)
+
+    def on_send_many_end(self, token: Any, results: list[Any]) -> None:
+        span, reset = token
+        self._batch.reset(reset)
+        failed = [result for result in results if isinstance(result, BaseException)]
+        if failed and span.is_recording():
+            span.set_attribute("error.type", type(failed[0]).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, f"{len(failed)} of {len(results)} records failed"))
+        span.end()
+
+    def close(self) -> None:
+        """Spans still open when the producer closes end here (their records' outcome was reported or is lost)."""
+        spans, self._spans = self._spans, {}
+        for span, _ in spans.values():
+            span.end()
+
+
+def _text(key: Any) -> str:
+    if isinstance(key, bytes):
+        return key.decode("utf-8", "replace")
+    return str(key)

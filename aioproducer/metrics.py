@@ -1,0 +1,318 @@
+"""The producer's metrics: cumulative counters, gauges and fixed-bucket histograms, and their immutable snapshot.
+
+Owns the numbers and their names (the Java producer's, grouped producer / topic / node). Pure: no I/O, no clock
+(times arrive as arguments) and no locks: everything is updated on the producer's event loop, per batch or per
+request, never per record. Counters are running totals; rates are an exporter's job (Java keeps windowed rates).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = [
+    "BATCH_SIZE_BUCKETS",
+    "LATENCY_BUCKETS_MS",
+    "Gauges",
+    "Histogram",
+    "HistogramSnapshot",
+    "MetricsSnapshot",
+    "ProducerMetrics",
+    "Stat",
+]
+
+# Upper bounds (inclusive) of the histograms' buckets; the last bucket, above the last bound, is implicit (+Inf).
+LATENCY_BUCKETS_MS: tuple[float, ...] = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 120000)
+BATCH_SIZE_BUCKETS: tuple[float, ...] = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
+
+
+class Histogram:
+    """Counts of observations per fixed bucket, with their sum and maximum (librdkafka keeps windowed
+    percentiles instead; fixed buckets are what Prometheus and OpenTelemetry aggregate)."""
+
+    __slots__ = ("bounds", "buckets", "count", "max", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.buckets = [0] * (len(bounds) + 1)
+        self.count = 0
+        self.sum = 0.0
+        self.max = 0.0
+
+    def observe(self, value: float) -> None:
+        self.buckets[bisect_left(self.bounds, value)] += 1
+        self.count += 1
+        self.sum += value
+        if value > self.max:
+            self.max = value
+
+    def snapshot(self) -> HistogramSnapshot:
+        return HistogramSnapshot(self.bounds, tuple(self.buckets), self.count, self.sum, self.max)
+
+
+@dataclass(frozen=True)
+class HistogramSnapshot:
+    """A histogram at one moment. `buckets[i]` counts observations ≤ `bounds[i]` (and above the bound before);
+    the last entry counts those above every bound."""
+
+    bounds: tuple[float, ...]
+    buckets: tuple[int, ...]
+    count: int
+    sum: float
+    max: float
+
+    @property
+    def avg(self) -> float:
+        return self.sum / self.count if self.count else 0.0
+
+
+class Stat:
+    """Count, sum and maximum only: for values reported as avg/max, which need no buckets (cheaper to keep)."""
+
+    __slots__ = ("count", "max", "sum")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.sum = 0.0
+        self.max = 0.0
+
+    def observe(self, value: float) -> None:
+        self.count += 1
+        self.sum += value
+        if value > self.max:
+            self.max = value
+
+    @property
+    def avg(self) -> float:
+        return self.sum / self.count if self.count else 0.0
+
+
+class _TopicStats:
+    __slots__ = ("bytes", "errors", "records", "retries", "uncompressed")
+
+    def __init__(self) -> None:
+        self.records = self.bytes = self.retries = self.errors = self.uncompressed = 0
+
+
+class _NodeStats:
+    __slots__ = ("latency", "request_size", "requests", "responses")
+
+    def __init__(self) -> None:
+        self.requests = self.responses = 0
+        self.request_size = Stat()
+        self.latency = Stat()
+
+
+@dataclass(frozen=True)
+class Gauges:
+    """Values read from the producer's live state when a snapshot is taken (nothing keeps them up to date)."""
+
+    buffer_available_bytes: int = 0
+    requests_in_flight: int = 0
+    connection_count: int = 0
+    metadata_age_s: float = 0.0
+    producer_id: int = -1
+    producer_epoch: int = -1
+    buffer_waiters: int = 0
+    # Bytes on the wire per node: the live connections' counts (the metrics add those of closed connections).
+    outgoing_bytes: Mapping[int, int] = field(default_factory=dict)
+    incoming_bytes: Mapping[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    """The producer's metrics at one moment, under the Java producer's names.
+
+    `producer` holds producer-metrics (e.g. `record-send-total`), `topics[topic]` producer-topic-metrics,
+    `nodes["node-N"]` producer-node-metrics, and `histograms` the fixed-bucket distributions
+    (`record-queue-time-ms`, `request-latency-ms`, `batch-size-bytes`, `delivery-latency-ms`). Averages are over
+    the producer's life, not Java's 30-second window. Immutable: take another snapshot to see newer numbers.
+    """
+
+    producer: Mapping[str, float]
+    topics: Mapping[str, Mapping[str, float]]
+    nodes: Mapping[str, Mapping[str, float]]
+    histograms: Mapping[str, HistogramSnapshot]
+
+
+class ProducerMetrics:
+    """The running totals, fed by the sender (per batch and per request) and the producer (buffer waits)."""
+
+    def __init__(self, buffer_total_bytes: int) -> None:
+        self.buffer_total_bytes = buffer_total_bytes
+        self.topics: dict[str, _TopicStats] = {}
+        self.nodes: dict[int, _NodeStats] = {}
+        self.queue_time = Histogram(LATENCY_BUCKETS_MS)
+        self.request_latency = Histogram(LATENCY_BUCKETS_MS)
+        self.batch_size = Histogram(BATCH_SIZE_BUCKETS)
+        self.delivery_latency = Histogram(LATENCY_BUCKETS_MS)
+        self.throttle = Stat()
+        self.records_per_request = Stat()
+        self.batch_split_total = 0
+        self.buffer_exhausted_total = 0
+        self.bufferpool_wait_time_ns_total = 0
+        self.connection_creation_total = 0
+        self.connection_close_total = 0
+        self.epoch_bump_total = 0
+        self.hook_error_total = 0
+        self.closed_outgoing_bytes: dict[int, int] = {}
+        self.closed_incoming_bytes: dict[int, int] = {}
+
+    def _topic(self, topic: str) -> _TopicStats:
+        stats = self.topics.get(topic)
+        if stats is None:
+            stats = self.topics[topic] = _TopicStats()
+        return stats
+
+    def _node(self, node_id: int) -> _NodeStats:
+        stats = self.nodes.get(node_id)
+        if stats is None:
+            stats = self.nodes[node_id] = _NodeStats()
+        return stats
+
+    # -- events -------------------------------------------------------------------------------------------------
+    def batch_sent(
+        self, topic: str, records: int, wire_bytes: int, uncompressed_bytes: int, queue_time_ms: float | None
+    ) -> None:
+        """A batch went out in a Produce request (each attempt counts, as Java's record-send-total does);
+        `queue_time_ms` is given on its first attempt only."""
+        stats = self._topic(topic)
+        stats.records += records
+        stats.bytes += wire_bytes
+        stats.uncompressed += uncompressed_bytes
+        self.batch_size.observe(wire_bytes)
+        if queue_time_ms is not None:
+            self.queue_time.observe(queue_time_ms)
+
+    def request_sent(self, node_id: int, records: int, request_bytes: int) -> None:
+        stats = self._node(node_id)
+        stats.requests += 1
+        stats.request_size.observe(request_bytes)
+        self.records_per_request.observe(records)
+
+    def response_received(self, node_id: int, latency_ms: float, throttle_ms: int) -> None:
+        stats = self._node(node_id)
+        stats.responses += 1
+        stats.latency.observe(latency_ms)
+        self.request_latency.observe(latency_ms)
+        self.throttle.observe(throttle_ms)
+
+    def batch_delivered(self, latency_ms: float) -> None:
+        self.delivery_latency.observe(latency_ms)
+
+    def batch_failed(self, topic: str, records: int) -> None:
+        self._topic(topic).errors += records
+
+    def batch_retried(self, topic: str, records: int) -> None:
+        self._topic(topic).retries += records
+
+    def connection_closed(self, node_id: int, outgoing_bytes: int, incoming_bytes: int) -> None:
+        self.connection_close_total += 1
+        self.closed_outgoing_bytes[node_id] = self.closed_outgoing_bytes.get(node_id, 0) + outgoing_bytes
+        self.closed_incoming_bytes[node_id] = self.closed_incoming_bytes.get(node_id, 0) + incoming_bytes
+
+    def buffer_waited(self, wait_ns: int, exhausted: bool) -> None:
+        self.bufferpool_wait_time_ns_total += wait_ns
+        if exhausted:
+            self.buffer_exhausted_total += 1
+
+    # -- snapshot -----------------------------------------------------------------------------------------------
+    def snapshot(self, gauges: Gauges) -> MetricsSnapshot:
+        topics = self.topics.values()
+        sent = sum(t.records for t in topics)
+        compressed = sum(t.bytes for t in topics)
+        uncompressed = sum(t.uncompressed for t in topics)
+        outgoing = _merge(self.closed_outgoing_bytes, gauges.outgoing_bytes)
+        incoming = _merge(self.closed_incoming_bytes, gauges.incoming_bytes)
+        requests = sum(n.requests for n in self.nodes.values())
+        responses = sum(n.responses for n in self.nodes.values())
+        producer: dict[str, float] = {
+            "record-send-total": sent,
+            "record-error-total": sum(t.errors for t in topics),
+            "record-retry-total": sum(t.retries for t in topics),
+            "byte-total": sum(t.bytes for t in topics),
+            "batch-size-avg": self.batch_size.snapshot().avg,
+            "batch-size-max": self.batch_size.max,
+            "records-per-request-avg": self.records_per_request.avg,
+            "compression-rate-avg": compressed / uncompressed if uncompressed else 1.0,
+            "record-queue-time-avg": self.queue_time.snapshot().avg,
+            "record-queue-time-max": self.queue_time.max,
+            "request-latency-avg": self.request_latency.snapshot().avg,
+            "request-latency-max": self.request_latency.max,
+            "delivery-latency-avg": self.delivery_latency.snapshot().avg,
+            "delivery-latency-max": self.delivery_latency.max,
+            "produce-throttle-time-avg": self.throttle.avg,
+            "produce-throttle-time-max": self.throttle.max,
+            "requests-in-flight": gauges.requests_in_flight,
+            "request-total": requests,
+            "response-total": responses,
+            "buffer-total-bytes": self.buffer_total_bytes,
+            "buffer-available-bytes": gauges.buffer_available_bytes,
+            "waiting-threads": gauges.buffer_waiters,
+            "bufferpool-wait-time-ns-total": self.bufferpool_wait_time_ns_total,
+            "buffer-exhausted-total": self.buffer_exhausted_total,
+            "metadata-age": gauges.metadata_age_s,
+            "batch-split-total": self.batch_split_total,
+            "connection-count": gauges.connection_count,
+            "connection-creation-total": self.connection_creation_total,
+            "connection-close-total": self.connection_close_total,
+            "outgoing-byte-total": sum(outgoing.values()),
+            "incoming-byte-total": sum(incoming.values()),
+            "producer-id": gauges.producer_id,
+            "producer-epoch": gauges.producer_epoch,
+            "epoch-bump-total": self.epoch_bump_total,
+            "hook-error-total": self.hook_error_total,
+        }
+        topic_metrics = {
+            name: _frozen(
+                {
+                    "record-send-total": t.records,
+                    "byte-total": t.bytes,
+                    "record-retry-total": t.retries,
+                    "record-error-total": t.errors,
+                    "compression-rate": t.bytes / t.uncompressed if t.uncompressed else 1.0,
+                }
+            )
+            for name, t in self.topics.items()
+        }
+        node_ids = set(self.nodes) | set(outgoing) | set(incoming)
+        node_metrics = {}
+        for node_id in sorted(node_ids):
+            n = self.nodes.get(node_id) or _NodeStats()
+            node_metrics[f"node-{node_id}"] = _frozen(
+                {
+                    "request-total": n.requests,
+                    "response-total": n.responses,
+                    "request-size-avg": n.request_size.avg,
+                    "request-size-max": n.request_size.max,
+                    "request-latency-avg": n.latency.avg,
+                    "request-latency-max": n.latency.max,
+                    "outgoing-byte-total": outgoing.get(node_id, 0),
+                    "incoming-byte-total": incoming.get(node_id, 0),
+                }
+            )
+        histograms = {
+            "record-queue-time-ms": self.queue_time.snapshot(),
+            "request-latency-ms": self.request_latency.snapshot(),
+            "batch-size-bytes": self.batch_size.snapshot(),
+            "delivery-latency-ms": self.delivery_latency.snapshot(),
+        }
+        return MetricsSnapshot(
+            producer=_frozen(producer),
+            topics=MappingProxyType(topic_metrics),
+            nodes=MappingProxyType(node_metrics),
+            histograms=MappingProxyType(histograms),
+        )
+
+
+def _frozen(values: dict[str, float]) -> Mapping[str, float]:
+    return MappingProxyType(values)
+
+
+def _merge(closed: Mapping[int, int], live: Mapping[int, int]) -> dict[int, int]:
+    merged = dict(closed)
+    for node_id, count in live.items():
+        merged[node_id] = merged.get(node_id, 0) + count
+    return merged

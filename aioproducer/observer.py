@@ -1,0 +1,344 @@
+"""What the producer tells the outside about itself: one object that turns the sender's and cluster's events into
+metrics, hook calls and log lines, and wraps the record path for record hooks.
+
+Owns the event → metric/hook/log mapping, the last error (for `health()`), and the rule that observing never
+changes an outcome. The core calls it once per batch, request or connection change, never per record: the
+compiled and pure-Python record paths therefore count the same. It must not decide anything about sending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .delivery import BatchOutcome, Delivery, new_delivery
+from .errors import BufferExhaustedError
+from .hooks import BatchWritten, HookChain, RequestDone, load_interceptor
+from .metrics import Gauges, MetricsSnapshot, ProducerMetrics
+from .models import ProducerRecord, RecordMetadata
+from .protocol import ApiKey
+
+if TYPE_CHECKING:
+    from .accumulator import ProducerBatch
+
+__all__ = ["Observer", "new_observer"]
+
+log = logging.getLogger("aioproducer.observer")
+T = TypeVar("T")
+
+
+def new_observer(
+    config: Any,
+    hooks: Iterable[Any],
+    java_configs: Mapping[str, Any],
+    clock_ms: Callable[[], int],
+    record_overhead: int,
+) -> Observer:
+    """The observer of a producer with these settings: its metrics, and its hooks (`hooks`, then
+    `interceptor_classes`, which are loaded and configured here, once)."""
+    metrics = ProducerMetrics(config.buffer_memory)
+    loaded = [load_interceptor(spec, dict(java_configs)) for spec in config.interceptor_classes]
+
+    def count_error() -> None:
+        metrics.hook_error_total += 1
+
+    return Observer(metrics, HookChain([*hooks, *loaded], count_error), clock_ms, record_overhead)
+
+
+class Observer:
+    """Metrics, hooks and logs of one producer, fed by the sender and the cluster."""
+
+    def __init__(
+        self, metrics: ProducerMetrics, hooks: HookChain, clock_ms: Callable[[], int], record_overhead: int = 0
+    ) -> None:
+        self.metrics = metrics
+        self.hooks = hooks
+        self.clock_ms = clock_ms
+        self._record_overhead = record_overhead  # what buffer accounting adds per record beyond its bytes
+        self.last_error: BaseException | None = None
+        self.last_error_ms = 0
+        self.metadata_refreshed_ms: int | None = None
+        self._stamp: tuple[int, int] = (-1, -1)  # the producer id and epoch of the last batch sent
+        self._failing_nodes: set[int] = set()  # reported once per run of failures, not per reconnect attempt
+
+    def note_error(self, error: BaseException) -> None:
+        self.last_error = error
+        self.last_error_ms = self.clock_ms()
+
+    # -- sender events ------------------------------------------------------------------------------------------
+    def produce_sent(self, conn: Any, batches: Sequence[ProducerBatch], future: asyncio.Future[Any] | None) -> None:
+        """A Produce request carrying `batches` was written to `conn` (a BrokerConnection)."""
+        now = self.clock_ms()
+        metrics = self.metrics
+        batch_sent = metrics.batch_sent
+        records = request_bytes = 0
+        written = self.hooks.batch_written_hooks
+        for batch in batches:
+            closed = batch.closed
+            if closed is None:
+                continue
+            count = closed.record_count
+            wire = closed.size_in_bytes
+            # Uncompressed size: exact without compression, else estimated from the records' buffered sizes.
+            uncompressed = (
+                wire if not closed.compression else max(batch.reserved_bytes - count * self._record_overhead, wire)
+            )
+            records += count
+            request_bytes += wire
+            batch_sent(batch.topic, count, wire, uncompressed, now - batch.created_ms if not batch.attempts else None)
+            if written:
+                self.hooks.batch_written(
+                    BatchWritten(
+                        conn.node_id,
+                        conn.host,
+                        conn.port,
+                        batch.topic,
+                        batch.partition,
+                        count,
+                        uncompressed,
+                        wire,
+                        batch.attempts,
+                    )
+                )
+        metrics.request_sent(conn.node_id, records, request_bytes)
+        if batches:
+            self._note_epoch(batches[0])
+        if future is not None:
+            future.add_done_callback(partial(self._produce_done, conn, request_bytes, now, batches))
+
+    def _note_epoch(self, batch: Any) -> None:
+        """Count epoch bumps (KIP-360) from the producer state batches are stamped with: same id, newer epoch."""
+        stamp = (getattr(batch, "producer_id", -1), getattr(batch, "producer_epoch", -1))
+        last = self._stamp
+        if stamp != last and stamp[0] >= 0:
+            if stamp[0] == last[0] and stamp[1] > last[1]:
+                self.metrics.epoch_bump_total += 1
+                log.info("producer id %d: epoch bumped to %d", stamp[0], stamp[1])
+            self._stamp = stamp
+
+    def _produce_done(
+        self,
+        conn: Any,
+        request_bytes: int,
+        sent_ms: int,
+        batches: Sequence[ProducerBatch],
+        future: asyncio.Future[Any],
+    ) -> None:
+        now = self.clock_ms()
+        latency = now - sent_ms
+        node_id = conn.node_id
+        error = asyncio.CancelledError() if future.cancelled() else future.exception()
+        if error is None:
+            # The sender's callback ran first (it was added first): batches delivered by this answer are settled.
+            delivered = self.metrics.batch_delivered
+            for batch in batches:
+                outcome = batch.outcome
+                if outcome.done and outcome.error is None:
+                    delivered(now - batch.created_ms)
+            throttle = int(future.result().get("throttle_time_ms", 0) or 0)
+            self.metrics.response_received(node_id, latency, throttle)
+            if throttle > 0:
+                log.debug("broker %d throttled this producer for %d ms", node_id, throttle)
+                self.hooks.throttle(node_id, throttle)
+        if self.hooks.request_hooks:  # the event object is built only for someone to read
+            version = conn.versions.get(ApiKey.PRODUCE, -1)
+            self.hooks.request(RequestDone(node_id, "Produce", version, request_bytes, latency, error))
+
+    def batch_retried(self, batch: ProducerBatch, error: BaseException | None) -> None:
+        self.metrics.batch_retried(batch.topic, batch.record_count)
+        if error is not None:
+            self.note_error(error)
+        log.debug(
+            "retrying %d record(s) for %s-%d (attempt %d): %s",
+            batch.record_count,
+            batch.topic,
+            batch.partition,
+            batch.attempts + 1,
+            error,
+        )
+
+    def batch_split(self, batch: ProducerBatch) -> None:
+        self.metrics.batch_split_total += 1
+
+    def batch_failed(self, batch: ProducerBatch, error: BaseException) -> None:
+        self.metrics.batch_failed(batch.topic, batch.record_count)
+        self.note_error(error)
+
+    def producer_id_set(self, producer_id: int, epoch: int, bumped: bool) -> None:
+        if bumped:
+            self.metrics.epoch_bump_total += 1
+        log.info("producer id %d, epoch %d%s", producer_id, epoch, " (epoch bumped)" if bumped else "")
+
+    # -- cluster events -----------------------------------------------------------------------------------------
+    def connected(self, conn: Any) -> None:
+        self.metrics.connection_creation_total += 1
+        self._failing_nodes.discard(conn.node_id)
+        if conn.node_id < 0:
+            log.info("connected to bootstrap server %s:%d", conn.host, conn.port)
+        else:
+            log.info("connected to broker %d at %s:%d", conn.node_id, conn.host, conn.port)
+        self.hooks.connect(conn.node_id, conn.host, conn.port)
+
+    def disconnected(self, conn: Any, closing: bool) -> None:
+        self.metrics.connection_closed(conn.node_id, conn.bytes_sent, conn.bytes_received)
+        if closing:
+            log.debug("connection to broker %d at %s:%d closed", conn.node_id, conn.host, conn.port)
+        else:
+            log.info("connection to broker %d at %s:%d lost", conn.node_id, conn.host, conn.port)
+        self.hooks.disconnect(conn.node_id, conn.host, conn.port)
+
+    def connect_failed(self, node_id: int, error: BaseException) -> None:
+        self.note_error(error)
+        if node_id in self._failing_nodes:
+            log.debug("connecting to broker %d failed again: %s", node_id, error)
+        else:
+            self._failing_nodes.add(node_id)
+            log.info("connecting to broker %d failed: %s (retrying with backoff)", node_id, error)
+
+    def metadata_refreshed(self) -> None:
+        self.metadata_refreshed_ms = self.clock_ms()
+
+    # -- producer events ----------------------------------------------------------------------------------------
+    async def timed_memory_wait(self, wait: Awaitable[T]) -> T:
+        """Await a wait for buffer memory, counting its time and whether it ran out (Java's bufferpool metrics)."""
+        started = time.perf_counter_ns()
+        exhausted = False
+        try:
+            return await wait
+        except BufferExhaustedError:
+            exhausted = True
+            raise
+        finally:
+            self.metrics.buffer_waited(time.perf_counter_ns() - started, exhausted)
+
+    def snapshot(self, accumulator: Any, connections: Iterable[Any], idempotence: Any, waiters: int) -> MetricsSnapshot:
+        """The metrics now, with the gauges read from the producer's live parts."""
+        live = list(connections)
+        now = self.clock_ms()
+        refreshed = self.metadata_refreshed_ms
+        return self.metrics.snapshot(
+            Gauges(
+                buffer_available_bytes=accumulator.buffer_memory - accumulator.used_bytes,
+                requests_in_flight=sum(conn.in_flight for conn in live),
+                connection_count=len(live),
+                metadata_age_s=(now - refreshed) / 1000 if refreshed is not None else 0.0,
+                producer_id=idempotence.producer_id if idempotence is not None else -1,
+                producer_epoch=idempotence.producer_epoch if idempotence is not None else -1,
+                buffer_waiters=waiters,
+                outgoing_bytes=_per_node(live, "bytes_sent"),
+                incoming_bytes=_per_node(live, "bytes_received"),
+            )
+        )
+
+    # -- record hooks -------------------------------------------------------------------------------------------
+    def wrap_enqueue(self, enqueue: Callable[..., Awaitable[Delivery]]) -> Callable[..., Awaitable[Delivery]]:
+        """`Producer.enqueue` with the record hooks around it (used only when some hook wants records)."""
+        hooks = self.hooks
+        watched: dict[BatchOutcome, list[tuple[ProducerRecord, Delivery]]] = {}
+
+        async def hooked_enqueue(
+            topic: str,
+            value: Any = None,
+            *,
+            key: Any = None,
+            headers: Any = None,
+            partition: int | None = None,
+            timestamp_ms: int | None = None,
+        ) -> Delivery:
+            record = hooks.record_buffered(ProducerRecord(topic, value, key, headers, partition, timestamp_ms))
+            try:
+                delivery = await enqueue(
+                    record.topic,
+                    record.value,
+                    key=record.key,
+                    headers=record.headers,
+                    partition=record.partition,
+                    timestamp_ms=record.timestamp_ms,
+                )
+            except BaseException as exc:  # refused before it was buffered: Java acknowledges those too
+                hooks.record_acknowledged(record, None, exc)
+                raise
+            # Watched through its batch's outcome (one waiter per batch, run as the batch settles, before the
+            # callers' callbacks, as Java's onAcknowledgement): the caller cancelling its handle changes nothing.
+            outcome = delivery._outcome
+            waiting = watched.get(outcome)
+            if waiting is None:
+                waiting = watched[outcome] = []
+                outcome.add_waiter(partial(_acknowledge_batch, hooks, watched, outcome))
+            waiting.append((record, delivery))
+            return delivery
+
+        return hooked_enqueue
+
+    def wrap_send_many(
+        self, send_many: Callable[[Any], Awaitable[list[RecordMetadata | BaseException]]]
+    ) -> Callable[[Any], Awaitable[list[RecordMetadata | BaseException]]]:
+        """`Producer.send_many` with the record hooks around it: each record is acknowledged when the call returns."""
+        hooks = self.hooks
+
+        async def hooked_send_many(records: Iterable[Any]) -> list[RecordMetadata | BaseException]:
+            given = [r if type(r) is ProducerRecord else ProducerRecord(*r) for r in records]
+            tokens = hooks.send_many_start(given)
+            batch = [hooks.record_buffered(record) for record in given]
+            try:
+                results = await send_many(batch)
+            except BaseException as exc:
+                for record in batch:
+                    hooks.record_acknowledged(record, None, exc)
+                hooks.send_many_end(tokens, [exc] * len(batch))
+                raise
+            for record, result in zip(batch, results, strict=True):
+                if isinstance(result, BaseException):
+                    hooks.record_acknowledged(record, None, result)
+                else:
+                    hooks.record_acknowledged(record, result, None)
+            hooks.send_many_end(tokens, results)
+            return results
+
+        return hooked_send_many
+
+
+def _acknowledge_batch(
+    hooks: HookChain,
+    watched: dict[BatchOutcome, list[tuple[ProducerRecord, Delivery]]],
+    outcome: BatchOutcome,
+) -> None:
+    """A watched batch settled (or was split): acknowledge each of its records to the hooks."""
+    waiting = watched.pop(outcome, [])
+    if not outcome.done:  # split after MESSAGE_TOO_LARGE (rare): follow each record to its half
+        for record, delivery in waiting:
+            watcher = new_delivery(
+                Delivery,
+                delivery._outcome,
+                delivery._index,
+                delivery._timestamp_ms,
+                delivery._key_size,
+                delivery._value_size,
+            )
+            watcher.add_done_callback(partial(_acknowledge, hooks, record))
+        return
+    error = outcome.error
+    for record, delivery in waiting:
+        if error is not None:
+            hooks.record_acknowledged(record, None, error)
+        else:
+            metadata = outcome.metadata(
+                delivery._index, delivery._timestamp_ms, delivery._key_size, delivery._value_size
+            )
+            hooks.record_acknowledged(record, metadata, None)
+
+
+def _acknowledge(hooks: HookChain, record: ProducerRecord, delivery: Delivery) -> None:
+    error = delivery.exception()
+    hooks.record_acknowledged(record, None if error is not None else delivery.result(), error)
+
+
+def _per_node(connections: Iterable[Any], attribute: str) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for conn in connections:
+        counts[conn.node_id] = counts.get(conn.node_id, 0) + getattr(conn, attribute, 0)
+    return counts

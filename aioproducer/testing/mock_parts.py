@@ -1,0 +1,111 @@
+"""The in-memory parts behind `MockProducer`: what the Producer's appender sees of an accumulator and of cluster
+metadata, and the records a mock holds. Owns no completion logic (that is `MockProducer`'s); no I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from aioproducer.delivery import BatchOutcome
+from aioproducer.errors import ConfigError
+from aioproducer.metadata import PartitionInfo, TopicInfo
+from aioproducer.models import Header
+from aioproducer.validation import check_topic
+
+__all__ = ["InjectedError", "MockAccumulator", "MockBatch", "MockTopics", "PendingRecord", "SentRecord"]
+
+_MOCK_BROKER = 0
+
+
+class SentRecord(NamedTuple):
+    """A record written to the mock's log: where it landed, and its bytes as the serializers made them."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+
+
+@dataclass
+class PendingRecord:
+    """A record accepted by the appender and not completed yet: its outcome settles its Delivery."""
+
+    outcome: BatchOutcome
+    topic: str
+    partition: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+
+
+@dataclass
+class InjectedError:
+    error: BaseException
+    remaining: int | None  # None: every record from now on
+    topic: str | None
+
+
+class MockBatch:
+    """What the appender reads of the batch it appended to: each mock record is a batch of its own."""
+
+    __slots__ = ("outcome",)
+
+    def __init__(self, outcome: BatchOutcome) -> None:
+        self.outcome = outcome
+
+
+class MockAccumulator:
+    """The accumulator as the appender sees it: unlimited memory; every append becomes one pending record."""
+
+    memory_waiters = 0
+
+    def __init__(self, accept: Callable[[PendingRecord], None]) -> None:
+        self._accept = accept
+
+    def has_room(self, size: int) -> bool:
+        return True
+
+    def append(
+        self,
+        tp: tuple[str, int],
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[Header, ...],
+        size: int,
+        clock_ms: Any,
+    ) -> tuple[MockBatch, int, bool]:
+        topic, partition = tp
+        outcome = BatchOutcome(topic, partition, asyncio.get_running_loop())
+        self._accept(PendingRecord(outcome, topic, partition, timestamp_ms, key, value, headers))
+        return MockBatch(outcome), 0, False
+
+
+class MockTopics:
+    """The topics the mock knows, as the appender reads them (`cluster_state.cluster.topics`)."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicInfo] = {}
+
+    @property
+    def cluster(self) -> MockTopics:
+        return self
+
+    def touch(self, topic: str, now_ms: int) -> None:
+        """The appender marks topics in use (for metadata refreshes): the mock has nothing to refresh."""
+
+    def add(self, topic: str, partitions: int) -> TopicInfo:
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise ConfigError(f"topic {topic!r} needs a positive number of partitions, got {partitions!r}")
+        check_topic(topic)
+        layout = tuple(PartitionInfo(p, _MOCK_BROKER) for p in range(partitions))
+        info = TopicInfo(topic, layout, tuple(range(partitions)))
+        self.topics[topic] = info
+        return info

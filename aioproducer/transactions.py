@@ -1,0 +1,665 @@
+"""The transactional producer's engine: runs init / commit / abort / send_offsets against the coordinators, adds
+partitions to the transaction, and decides what the sender may send (Java's TransactionManager, async).
+
+Owns the operations' tasks and their order: one coordinator request at a time; commit and abort first wait for the
+offsets being sent and for every batch of the transaction (commit flushes, abort fails what was never sent), then
+end it. Which call is allowed when is `transactions_state`'s rule; what a broker's error means is
+`transactions_verdicts`'. Each caller's wait is bounded by its `timeout` and never cancels the operation itself:
+calling the same method again resumes the wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine, Hashable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from .cluster import Cluster
+from .config import ProducerConfig
+from .connection import BrokerConnection
+from .errors import (
+    AioProducerError,
+    KafkaError,
+    ProducerClosedError,
+    TransactionAbortedError,
+    TransactionFatalError,
+    TransactionRequiresAbortError,
+    TransactionTimeoutError,
+)
+from .idempotence import IdempotenceState
+from .kafka_errors import (
+    ConcurrentTransactionsError,
+    ProducerFencedError,
+    TopicAuthorizationFailedError,
+    UnsupportedVersionError,
+    kafka_error,
+)
+from .protocol import TRANSACTION_V2_VERSIONS, ApiKey, CoordinatorType
+from .transactions_coordinator import CONCURRENT_TRANSACTIONS_BACKOFF_MS, CoordinatorRefused, Coordinators, Retry
+from .transactions_group import CommittedOffset, ConsumerGroupMetadata, group_metadata, offsets_to_commit
+from .transactions_state import Operation, State, TransactionState
+from .transactions_verdicts import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    END_TXN,
+    INIT_PRODUCER_ID,
+    TXN_OFFSET_COMMIT,
+    Verdict,
+    produce_failure_is_fatal,
+    verdict,
+)
+
+__all__ = ["BatchHooks", "TransactionManager"]
+
+log = logging.getLogger("aioproducer.transactions")
+
+TopicPartition = tuple[str, int]
+_TOPIC_AUTHORIZATION_FAILED = 29
+_CONCURRENT_TRANSACTIONS = ConcurrentTransactionsError.code
+_FIRST_BUMPING_INIT_PRODUCER_ID = 3  # KIP-360: InitProducerId v3+ takes the current id and epoch
+_TV2_END_TXN = TRANSACTION_V2_VERSIONS[ApiKey.END_TXN]
+
+
+@dataclass(frozen=True)
+class BatchHooks:
+    """What the transaction engine needs from the producer's buffers and sender."""
+
+    has_incomplete: Callable[[], bool]  # any batch not yet delivered or failed
+    sending_at_once: Callable[[], AbstractContextManager[None]]  # linger_ms is not waited out while in it
+    fail_unsent: Callable[[BaseException], None]  # fail every batch never sent
+    fail_queued: Callable[[BaseException], None]  # fail every batch not in flight
+    wake_sender: Callable[[], None]
+
+
+class TransactionManager:
+    """The transactions of one producer. Calls mirror the producer's transactional methods; the sender asks
+    `may_send`, `produce_version` and reports `on_batch_failed` / `on_batch_done`."""
+
+    def __init__(
+        self, config: ProducerConfig, cluster: Cluster, idempotence: IdempotenceState, hooks: BatchHooks
+    ) -> None:
+        if config.transactional_id is None:
+            raise ValueError("a TransactionManager needs a transactional_id")
+        self.transactional_id: str = config.transactional_id
+        self.state = TransactionState(config.transactional_id)
+        self._config = config
+        self._idem = idempotence
+        self._hooks = hooks
+        self._cluster = cluster
+        self._coordinators = Coordinators(config, cluster)
+        self._target = (CoordinatorType.TRANSACTION, config.transactional_id)
+        self._operation: asyncio.Task[None] | None = None  # the pending init / commit / abort
+        self._offsets: dict[Hashable, asyncio.Task[None]] = {}
+        self._adder: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._batch_waiters: list[asyncio.Future[None]] = []
+        self._coordinator_conn: BrokerConnection | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<TransactionManager {self.state!r}>"
+
+    # -- the caller's calls -------------------------------------------------------------------------------------
+    async def init(self, timeout: float | None) -> None:
+        """init_transactions: get the producer id for the transactional id (fencing older instances)."""
+        self._check_open()
+        if self.state.start_init():
+            self._operation = self._spawn(self._run_init())
+        elif self.state.pending_operation is not Operation.INIT:
+            return  # initialised already
+        await self._wait_operation(Operation.INIT, timeout)
+
+    def begin(self) -> None:
+        self._check_open()
+        self._adopt_sequence_failure()
+        self.state.begin()
+
+    def check_send(self) -> None:
+        """Raise unless a record may be buffered now (inside a transaction without error)."""
+        if self.state.state is not State.IN_TRANSACTION:
+            self._check_open()
+            self.state.check_send()
+
+    async def send_offsets(self, offsets: Any, group: Any, timeout: float | None) -> None:
+        """send_offsets_to_transaction: commit a consumer's offsets with the transaction."""
+        self._check_open()
+        committed = offsets_to_commit(offsets)
+        metadata = group_metadata(group)
+        self.state.check_send_offsets()
+        if not committed:
+            return  # as Java: nothing to commit, nothing added to the transaction
+        key = (tuple(committed), metadata)
+        task = self._offsets.get(key)
+        if task is None:
+            task = self._offsets[key] = self._spawn(self._run_send_offsets(committed, metadata))
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if not done:
+            raise TransactionTimeoutError(
+                f"send_offsets_to_transaction() did not complete within {timeout} s; it goes on: call it again with "
+                "the same offsets and group to wait for it"
+            )
+        if self._offsets.get(key) is task:
+            del self._offsets[key]
+        self._reraise(task)
+
+    async def commit(self, timeout: float | None) -> None:
+        self._check_open()
+        if self.state.start_commit():
+            self._operation = self._spawn(self._run_commit())
+        await self._wait_operation(Operation.COMMIT, timeout)
+
+    async def abort(self, timeout: float | None) -> None:
+        self._check_open()
+        if self.state.start_abort():
+            self._operation = self._spawn(self._run_abort())
+        await self._wait_operation(Operation.ABORT, timeout)
+
+    async def close(self, timeout: float | None) -> None:
+        """Abort an open transaction (within `timeout`), as Java's Sender does on close, then stop every task.
+
+        A commit or abort already under way is waited for instead. Errors are logged: close never raises them.
+        """
+        if self._closed:
+            return
+        pending = self.state.pending_operation
+        if pending is not None and self._operation is not None and self._operation.done():
+            self.state.acknowledge(pending)  # its outcome is known; nobody asked for it again before closing
+        try:
+            if self.state.completing or self.state.state is State.INITIALIZING:
+                if self._operation is not None:
+                    await asyncio.wait({self._operation}, timeout=timeout)
+            elif self.state.has_open_transaction and self.state.pending_operation is None:
+                log.info("closing with an open transaction: aborting it")
+                await self.abort(timeout)
+        except (AioProducerError, asyncio.TimeoutError) as exc:
+            log.warning("transaction not aborted cleanly on close: %r", exc)
+        finally:
+            self._closed = True
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for waiter in self._batch_waiters:
+                if not waiter.done():
+                    waiter.cancel()
+
+    # -- what the sender asks -----------------------------------------------------------------------------------
+    def may_send(self, tp: TopicPartition) -> bool:
+        """Whether `tp`'s batches may be drained now. Under TV1 a partition not yet in the transaction is queued
+        for AddPartitionsToTxn (all new ones go in one request) and waits for it."""
+        state = self.state
+        if state.may_send(tp):
+            if state.tv2 and not state.started:
+                state.mark_sent()  # KIP-890: Produce v12 adds the partition, so EndTxn must follow
+            return True
+        if not state.tv2 and (state.state is State.IN_TRANSACTION or state.state is State.COMMITTING):
+            state.note_partition(tp)
+            if state.has_partitions_to_add and (self._adder is None or self._adder.done()):
+                self._adder = self._spawn(self._run_adder())
+        return False
+
+    def produce_version(self, conn: BrokerConnection) -> int:
+        """The Produce version for this connection: below v12 unless the transaction runs as TV2 (KIP-890)."""
+        version = conn.versions[ApiKey.PRODUCE]
+        if self.state.tv2:
+            return version
+        return min(version, TRANSACTION_V2_VERSIONS[ApiKey.PRODUCE] - 1)
+
+    def on_batch_failed(self, error: BaseException) -> None:
+        """A batch of the transaction failed for good: the transaction must be aborted (or, for the errors Java
+        deems fatal on Produce, the producer is done)."""
+        state = self.state
+        if isinstance(error, (TransactionAbortedError, ProducerClosedError)) or error is state.last_error:
+            return
+        if not state.has_open_transaction:
+            return  # failed by close() or after a fatal error: nothing left to poison
+        code = error.code if isinstance(error, KafkaError) else None
+        if produce_failure_is_fatal(code):
+            self._fatal(error)
+        elif state.state is not State.ABORTABLE_ERROR and state.state is not State.ABORTING:
+            state.abortable_error(error)
+            # Java's abortUndrainedBatches: what was never sent now fails with the error that doomed the transaction.
+            asyncio.get_running_loop().call_soon(self._fail_unsent_after_error)
+            asyncio.get_running_loop().call_soon(self.on_batch_done)  # a commit waiting for batches stops waiting
+
+    def on_batch_done(self) -> None:
+        waiters, self._batch_waiters = self._batch_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # -- operations ---------------------------------------------------------------------------------------------
+    async def _run_init(self) -> None:
+        try:
+            await self._init_producer_id(bump=False)
+        except CoordinatorRefused as refused:
+            # Before the first producer id there is no transaction to abort and nothing to recover with: any refusal
+            # ends the producer (Java makes some abortable, leaving a producer that can abort but never send).
+            if refused.verdict is not Verdict.FENCED:
+                refused = CoordinatorRefused(Verdict.FATAL, refused.error)
+            self._refused(refused)
+        self.state.raise_if_error(Operation.INIT)
+
+    async def _run_commit(self) -> None:
+        try:
+            await self._settle_offsets()
+            await self._flush()
+            await self._settle_adds()
+            self.state.raise_if_error(Operation.COMMIT)
+            self._recheck_transaction_version()
+            if self.state.started:
+                await self._end_transaction(committed=True)
+            await self._after_end()
+            self.state.raise_if_error(Operation.COMMIT)
+        except CoordinatorRefused as refused:
+            self._refused(refused)
+            self.state.raise_if_error(Operation.COMMIT)
+            raise TransactionRequiresAbortError(f"commit_transaction() failed: {refused.error!r}") from refused.error
+
+    async def _run_abort(self) -> None:
+        aborted = TransactionAbortedError("the transaction was aborted before this record was sent")
+        # First what never went out (no sequence to account for), then retries waiting in the queues: none of them
+        # may slip into the next transaction. Their sequences are then broken, and the epoch bump that follows
+        # (or EndTxn v5's new epoch) restarts every sequence. Batches on the wire finish first (flush below).
+        self._hooks.fail_unsent(aborted)
+        self._hooks.fail_queued(aborted)
+        try:
+            await self._settle_offsets()
+            await self._flush()
+            await self._settle_adds()
+            self._recheck_transaction_version()
+            if self.state.started:
+                try:
+                    await self._end_transaction(committed=False)
+                except CoordinatorRefused as refused:
+                    if refused.verdict in (Verdict.FATAL, Verdict.FENCED) or not self._can_bump():
+                        raise
+                    # The coordinator refused the abort but the error is not fatal: re-initialising the producer id
+                    # with the current epoch makes the coordinator abort whatever is open (KIP-360).
+                    log.warning("EndTxn(abort) refused (%r): bumping the epoch instead", refused.error)
+                    self.state.epoch_bump_required = True
+            if self._idem.epoch_bump_required and not self.state.epoch_bump_required and not self.state.tv2:
+                if not self._can_bump():
+                    raise CoordinatorRefused(
+                        Verdict.FATAL,
+                        TransactionFatalError(
+                            "records were lost after later ones were sent and the coordinator cannot bump the epoch "
+                            "(InitProducerId v3+): sequences cannot be repaired"
+                        ),
+                    )
+                self.state.epoch_bump_required = True
+            await self._after_end()
+            self.state.raise_if_error(Operation.ABORT)
+        except CoordinatorRefused as refused:
+            self._refused(refused)
+            self.state.raise_if_error(Operation.ABORT)
+            raise TransactionRequiresAbortError(f"abort_transaction() failed: {refused.error!r}") from refused.error
+
+    async def _after_end(self) -> None:
+        """The transaction ended (EndTxn answered, or nothing to end): READY, or first an epoch bump."""
+        if self._adopt_sequence_failure():
+            return
+        ended = self.state.transaction_ended()
+        if ended is State.INITIALIZING:
+            await self._init_producer_id(bump=True)
+        elif ended is State.FATAL_ERROR:
+            self._fatal(self.state.last_error or TransactionFatalError("invalid transaction state"))
+
+    async def _run_send_offsets(self, committed: list[CommittedOffset], metadata: ConsumerGroupMetadata) -> None:
+        try:
+            if self.state.tv2:
+                self.state.mark_sent()  # TxnOffsetCommit v5 adds the offsets partition itself (KIP-890)
+            else:
+                await self._add_offsets(metadata.group_id)
+                self.state.offsets_added()
+            await self._commit_offsets(committed, metadata)
+        except CoordinatorRefused as refused:
+            self._refused(refused)
+            self.state.raise_if_error(Operation.SEND_OFFSETS)
+            raise TransactionRequiresAbortError(
+                f"send_offsets_to_transaction() failed: {refused.error!r}"
+            ) from refused.error
+
+    async def _run_adder(self) -> None:
+        """TV1: add every partition noted by the sender, one AddPartitionsToTxn at a time."""
+        while self.state.has_partitions_to_add and self.state.state in (State.IN_TRANSACTION, State.COMMITTING):
+            partitions = self.state.take_partitions_to_add()
+            try:
+                await self._add_partitions(partitions)
+            except CoordinatorRefused as refused:
+                self.state.partitions_not_added(partitions)
+                self._refused(refused)
+                return
+            finally:
+                self._hooks.wake_sender()
+
+    # -- requests -----------------------------------------------------------------------------------------------
+    async def _init_producer_id(self, *, bump: bool) -> None:
+        producer_id, epoch = (self._idem.producer_id, self._idem.producer_epoch) if bump else (-1, -1)
+        body = {
+            "transactional_id": self.transactional_id,
+            "transaction_timeout_ms": self._config.transaction_timeout_ms,
+            "producer_id": producer_id,
+            "producer_epoch": epoch,
+        }
+
+        def handle(conn: BrokerConnection, response: dict[str, Any]) -> tuple[int, int]:
+            code = response["error_code"]
+            decision = verdict(INIT_PRODUCER_ID, code)
+            self._raise_unless_done(decision, code, "InitProducerId")
+            self._coordinator_conn = conn
+            return response["producer_id"], response["producer_epoch"]
+
+        new_id, new_epoch = await self._coordinators.call(
+            self._target, ApiKey.INIT_PRODUCER_ID, lambda conn: body, handle
+        )
+        conn = self._coordinator_conn
+        if conn is not None:
+            self.state.coordinator_can_bump = conn.versions.get(ApiKey.INIT_PRODUCER_ID, 0) >= (
+                _FIRST_BUMPING_INIT_PRODUCER_ID
+            )
+            if not bump:
+                self.state.set_transaction_version(self._transaction_v2(conn), initializing=True)
+        log.info(
+            "transactional id %r: producer id %s epoch %s (transaction version %s)",
+            self.transactional_id,
+            new_id,
+            new_epoch,
+            2 if self.state.tv2 else 1,
+        )
+        self._idem.can_bump_epoch = self.state.can_recover_abortable
+        self._idem.set_producer_id(new_id, new_epoch)
+        self.state.init_done()
+        self._hooks.wake_sender()
+
+    async def _add_partitions(self, partitions: list[TopicPartition]) -> None:
+        topics: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            topics.setdefault(topic, []).append(partition)
+        first_of_transaction = not self.state.added_partitions
+
+        def body(conn: BrokerConnection) -> dict[str, Any]:
+            return {
+                "v3_and_below_transactional_id": self.transactional_id,
+                "v3_and_below_producer_id": self._idem.producer_id,
+                "v3_and_below_producer_epoch": self._idem.producer_epoch,
+                "v3_and_below_topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+            }
+
+        def handle(conn: BrokerConnection, response: dict[str, Any]) -> None:
+            unauthorized: list[str] = []
+            failed: dict[TopicPartition, int] = {}
+            for topic in response["results_by_topic_v3_and_below"]:
+                for part in topic["results_by_partition"]:
+                    code = part["partition_error_code"]
+                    if code == 0:
+                        continue
+                    decision = verdict(ADD_PARTITIONS_TO_TXN, code, unexpected=Verdict.ABORTABLE)
+                    if code == _CONCURRENT_TRANSACTIONS:
+                        # The previous transaction is still completing (Java's maybeOverrideRetryBackoffMs).
+                        raise Retry(
+                            "CONCURRENT_TRANSACTIONS",
+                            backoff_ms=CONCURRENT_TRANSACTIONS_BACKOFF_MS if first_of_transaction else None,
+                        )
+                    if decision in (Verdict.RETRY, Verdict.FIND_COORDINATOR):
+                        raise Retry(f"AddPartitionsToTxn: error {code}", find=decision is Verdict.FIND_COORDINATOR)
+                    if code == _TOPIC_AUTHORIZATION_FAILED:
+                        unauthorized.append(topic["name"])
+                    elif decision is Verdict.ABORTABLE:
+                        failed[(topic["name"], part["partition_index"])] = code
+                    else:
+                        raise CoordinatorRefused(decision, kafka_error(code, f"AddPartitionsToTxn {topic['name']}"))
+            if unauthorized:
+                raise CoordinatorRefused(
+                    Verdict.ABORTABLE,
+                    TopicAuthorizationFailedError(f"not authorized to write to {sorted(unauthorized)}"),
+                )
+            if failed:
+                raise CoordinatorRefused(
+                    Verdict.ABORTABLE,
+                    kafka_error(next(iter(failed.values())), f"could not add partitions to the transaction: {failed}"),
+                )
+
+        await self._coordinators.call(
+            self._target, ApiKey.ADD_PARTITIONS_TO_TXN, body, handle, version=_version(ApiKey.ADD_PARTITIONS_TO_TXN)
+        )
+        self.state.partitions_added(partitions)
+        log.debug("added %s to the transaction", partitions)
+
+    async def _add_offsets(self, group_id: str) -> None:
+        def body(conn: BrokerConnection) -> dict[str, Any]:
+            return {
+                "transactional_id": self.transactional_id,
+                "producer_id": self._idem.producer_id,
+                "producer_epoch": self._idem.producer_epoch,
+                "group_id": group_id,
+            }
+
+        def handle(conn: BrokerConnection, response: dict[str, Any]) -> None:
+            self._accept(ADD_OFFSETS_TO_TXN, response["error_code"], "AddOffsetsToTxn")
+
+        await self._coordinators.call(
+            self._target, ApiKey.ADD_OFFSETS_TO_TXN, body, handle, version=_version(ApiKey.ADD_OFFSETS_TO_TXN)
+        )
+
+    async def _commit_offsets(self, committed: list[CommittedOffset], metadata: ConsumerGroupMetadata) -> None:
+        pending = {(offset.topic, offset.partition): offset for offset in committed}
+
+        def body(conn: BrokerConnection) -> dict[str, Any]:
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for offset in pending.values():
+                topics.setdefault(offset.topic, []).append(
+                    {
+                        "partition_index": offset.partition,
+                        "committed_offset": offset.offset,
+                        "committed_leader_epoch": offset.leader_epoch,
+                        "committed_metadata": offset.metadata,
+                    }
+                )
+            return {
+                "transactional_id": self.transactional_id,
+                "group_id": metadata.group_id,
+                "producer_id": self._idem.producer_id,
+                "producer_epoch": self._idem.producer_epoch,
+                "generation_id": metadata.generation_id,
+                "member_id": metadata.member_id,
+                "group_instance_id": metadata.group_instance_id,
+                "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+            }
+
+        def handle(conn: BrokerConnection, response: dict[str, Any]) -> None:
+            find = False
+            for topic in response["topics"]:
+                for part in topic["partitions"]:
+                    code = part["error_code"]
+                    tp = (topic["name"], part["partition_index"])
+                    decision = verdict(TXN_OFFSET_COMMIT, code)
+                    if decision is Verdict.DONE:
+                        pending.pop(tp, None)
+                    elif decision is Verdict.FIND_COORDINATOR:
+                        find = True
+                    elif decision is not Verdict.RETRY:
+                        raise CoordinatorRefused(
+                            decision, kafka_error(code, f"TxnOffsetCommit {tp} for group {metadata.group_id!r}")
+                        )
+            if pending:
+                raise Retry(f"TxnOffsetCommit: {sorted(pending)} not committed yet", find=find)
+
+        await self._coordinators.call(
+            (CoordinatorType.GROUP, metadata.group_id),
+            ApiKey.TXN_OFFSET_COMMIT,
+            body,
+            handle,
+            version=self._tv_version(ApiKey.TXN_OFFSET_COMMIT),
+        )
+
+    async def _end_transaction(self, *, committed: bool) -> None:
+        def body(conn: BrokerConnection) -> dict[str, Any]:
+            return {
+                "transactional_id": self.transactional_id,
+                "producer_id": self._idem.producer_id,
+                "producer_epoch": self._idem.producer_epoch,
+                "committed": committed,
+            }
+
+        def handle(conn: BrokerConnection, response: dict[str, Any]) -> dict[str, Any]:
+            self._accept(END_TXN, response["error_code"], "EndTxn")
+            return response
+
+        response = await self._coordinators.call(
+            self._target, ApiKey.END_TXN, body, handle, version=self._tv_version(ApiKey.END_TXN)
+        )
+        # EndTxn v5 (TV2) names the producer id and epoch of the next transaction: the coordinator bumped the epoch
+        # (a new id when the epoch ran out); every sequence starts again at 0 (KIP-890).
+        if response.get("producer_id", -1) >= 0:
+            self._idem.set_producer_id(response["producer_id"], response["producer_epoch"])
+        log.debug("transaction %s", "committed" if committed else "aborted")
+
+    # -- helpers ------------------------------------------------------------------------------------------------
+    def _accept(self, table: Mapping[int, Verdict], code: int, api: str) -> None:
+        """Raise Retry or CoordinatorRefused unless `code` is success."""
+        self._raise_unless_done(verdict(table, code), code, api)
+
+    def _raise_unless_done(self, decision: Verdict, code: int, api: str) -> None:
+        if decision is Verdict.DONE:
+            return
+        if decision in (Verdict.RETRY, Verdict.FIND_COORDINATOR):
+            raise Retry(f"{api}: error {code}", find=decision is Verdict.FIND_COORDINATOR)
+        raise CoordinatorRefused(decision, kafka_error(code, f"{api} for {self.transactional_id!r}"))
+
+    def _tv_version(self, api: ApiKey) -> Callable[[BrokerConnection], int]:
+        """The version of a TV2-sensitive API: below its first TV2 version unless the transaction runs as TV2."""
+
+        def pick(conn: BrokerConnection) -> int:
+            version = _version(api)(conn)
+            return version if self.state.tv2 else min(version, TRANSACTION_V2_VERSIONS[api] - 1)
+
+        return pick
+
+    def _refused(self, refused: CoordinatorRefused) -> None:
+        """Record a refusal in the state machine (the caller then raises from it)."""
+        error = refused.error
+        if refused.verdict is Verdict.FENCED:
+            self._fatal(ProducerFencedError(f"transactional id {self.transactional_id!r} was fenced: {error}"))
+        elif refused.verdict is Verdict.FATAL:
+            self._fatal(error)
+        elif refused.verdict is Verdict.ABORTABLE_IF_POSSIBLE:
+            self.state.abortable_error_if_possible(error)
+            if self.state.state is State.FATAL_ERROR:
+                self._fatal(error)
+        else:
+            self.state.abortable_error(error)
+        if self.state.state is State.ABORTABLE_ERROR:
+            self._fail_unsent_after_error()
+            self.on_batch_done()  # a commit waiting for batches stops waiting
+
+    def _fatal(self, error: BaseException) -> None:
+        """FATAL_ERROR: every buffered record fails with it, every other transactional task stops."""
+        self.state.fatal_error(error)
+        self.on_batch_done()  # a commit waiting for batches stops waiting
+        self._hooks.fail_queued(error)
+        current = asyncio.current_task()
+        for task in [self._adder, *self._offsets.values()]:
+            if task is not None and task is not current and not task.done():
+                task.cancel()
+        self._hooks.wake_sender()
+
+    def _adopt_sequence_failure(self) -> bool:
+        """The sequence rules may find the producer unable to go on by themselves (idempotence.R10: records whose
+        fate is unknown and no epoch bump possible): then so is the transaction. True when fatal."""
+        error = self._idem.fatal_error
+        if error is not None and self.state.state is not State.FATAL_ERROR:
+            self._fatal(error)
+        return self.state.state is State.FATAL_ERROR
+
+    def _fail_unsent_after_error(self) -> None:
+        if self.state.state is State.ABORTABLE_ERROR and self.state.last_error is not None:
+            self._hooks.fail_unsent(self.state.last_error)
+
+    def _can_bump(self) -> bool:
+        return self.state.coordinator_can_bump
+
+    def _recheck_transaction_version(self) -> None:
+        """Re-read `transaction.version` for the next transaction (Java's maybeUpdateTransactionV2Enabled)."""
+        conn = self._coordinator_conn
+        if conn is not None:
+            self.state.set_transaction_version(self._transaction_v2(conn), initializing=False)
+
+    def _transaction_v2(self, coordinator: BrokerConnection) -> bool:
+        """Transaction version 2 when the cluster finalized `transaction.version` >= 2 (the newest report of any
+        broker, as Java's ApiVersions) and the coordinator speaks EndTxn v5 (KIP-890 part 2)."""
+        level = self._cluster.features.transaction_version
+        return level >= 2 and coordinator.versions.get(ApiKey.END_TXN, -1) >= _TV2_END_TXN
+
+    async def _settle_offsets(self) -> None:
+        tasks = [task for task in self._offsets.values() if not task.done()]
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def _settle_adds(self) -> None:
+        if self._adder is not None and not self._adder.done():
+            await asyncio.wait({self._adder})
+
+    async def _flush(self) -> None:
+        """Until no batch is incomplete, sending everything buffered at once (commit flushes first, as Java)."""
+        loop = asyncio.get_running_loop()
+        with self._hooks.sending_at_once():
+            # A failed transaction stops the wait: what is stuck behind the failure is failed or aborted later.
+            while self._hooks.has_incomplete() and not self.state.has_error:
+                waiter: asyncio.Future[None] = loop.create_future()
+                self._batch_waiters.append(waiter)
+                self._hooks.wake_sender()
+                await waiter
+
+    async def _wait_operation(self, operation: Operation, timeout: float | None) -> None:
+        task = self._operation
+        if task is None:  # pragma: no cover - a pending operation always has its task
+            raise TransactionFatalError(f"{operation.value}() is pending but not running")
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if not done:
+            raise TransactionTimeoutError(
+                f"{operation.value}() did not complete within {timeout} s; it goes on: call {operation.value}() again "
+                "to wait for its outcome (any other transactional call fails until then)"
+            )
+        self.state.acknowledge(operation)
+        self._reraise(task)
+
+    def _reraise(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            if self._closed:
+                raise ProducerClosedError("the producer was closed during this transactional call")
+            self.state.raise_if_error(Operation.SEND_OFFSETS)
+            raise TransactionFatalError("the transactional call was cancelled")
+        error = task.exception()
+        if error is not None:
+            raise error
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ProducerClosedError("the producer is closed")
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._forget_task)
+        return task
+
+    def _forget_task(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # seen: a resumable operation's outcome is kept for the next call, never logged
+
+
+def _version(api: ApiKey) -> Callable[[BrokerConnection], int]:
+    def pick(conn: BrokerConnection) -> int:
+        version = conn.versions.get(api)
+        if version is None:
+            raise CoordinatorRefused(
+                Verdict.FATAL, UnsupportedVersionError(f"broker {conn.node_id} does not offer {api.name}")
+            )
+        return version
+
+    return pick

@@ -1,0 +1,173 @@
+"""Connection lifecycles: reconnect backoff on every path that connects, an exponential connection setup timeout
+(KIP-601) and the closing of idle connections (`connections_max_idle_ms`). The rules are pure (`node_states`) and
+tested without I/O; the producer is then watched from the other end of its sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import ssl
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from aioproducer import Producer
+from aioproducer.cluster import Cluster
+from aioproducer.config import ProducerConfig
+from aioproducer.errors import ConnectionFailedError
+from aioproducer.metadata import BrokerInfo, ClusterMetadata
+from aioproducer.node_states import ExponentialBackoff, NodeStates, idle_expiry
+from aioproducer.testing import MockCluster
+
+
+# -- the rules, without I/O -------------------------------------------------------------------------------------
+def test_exponential_backoff_doubles_with_jitter_up_to_its_maximum() -> None:
+    backoff = ExponentialBackoff(100, 1000)
+    rng = random.Random(1)
+    for attempts, term in [(0, 100), (1, 200), (2, 400), (3, 800), (4, 1000), (9, 1000), (60, 1000)]:
+        values = [backoff.value(attempts, rng) for _ in range(200)]
+        assert term * 0.8 <= min(values) and max(values) < term * 1.2, (attempts, min(values), max(values))
+    assert {ExponentialBackoff(50, 50).value(n, rng) for n in range(5)} <= set(range(40, 61))
+    assert ExponentialBackoff(0, 0).value(3, rng) == 0
+
+
+def test_node_states_back_off_and_lengthen_the_setup_timeout_per_failure_then_reset() -> None:
+    nodes = NodeStates(
+        reconnect_backoff_ms=100,
+        reconnect_backoff_max_ms=1000,
+        setup_timeout_ms=1000,
+        setup_timeout_max_ms=8000,
+        rng=random.Random(2),
+    )
+    assert nodes.can_connect(1, 0) and nodes.next_attempt_delay_ms(0) is None
+    assert 800 <= nodes.setup_timeout_ms(1) < 1200
+    nodes.failed(1, 0)
+    assert not nodes.can_connect(1, 79) and nodes.can_connect(1, 120)  # backing off ~100 ms
+    assert nodes.can_connect(2, 0)  # other nodes are not affected
+    assert 80 <= (nodes.next_attempt_delay_ms(0) or 0) < 120
+    assert 1600 <= nodes.setup_timeout_ms(1) < 2400
+    for _ in range(5):
+        nodes.failed(1, 10_000)
+    assert 6400 <= nodes.setup_timeout_ms(1) < 9600  # capped at 8000 (with jitter)
+    assert not nodes.can_connect(1, 10_000 + 799) and nodes.can_connect(1, 10_000 + 1200)
+    nodes.connected(1)
+    assert nodes.can_connect(1, 10_000) and 800 <= nodes.setup_timeout_ms(1) < 1200
+
+
+def test_idle_expiry_closes_what_was_quiet_for_max_idle_and_never_a_busy_connection() -> None:
+    connections = [("quiet", 0.0, 0), ("recent", 8.0, 0), ("busy", 0.0, 2)]
+    assert idle_expiry(connections, now=10.0, max_idle=9.0) == (["quiet"], 7.0)
+    assert idle_expiry(connections, now=5.0, max_idle=9.0) == ([], 4.0)
+    assert idle_expiry([], now=5.0, max_idle=9.0) == ([], None)
+
+
+# -- the producer, seen from the other end of its sockets ---------------------------------------------------------
+class Recorded(list[tuple[float, float]]):
+    """(accepted, closed) times of a server's connections; `changed` is set at each new one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = asyncio.Event()
+
+    async def at_least(self, count: int) -> None:
+        while len(self) < count:
+            self.changed.clear()
+            await self.changed.wait()
+
+
+@asynccontextmanager
+async def server_recording(*, close_at_once: bool) -> AsyncIterator[tuple[int, Recorded]]:
+    """A TCP server recording (accepted, closed) times of each connection; it closes each at once, or never answers
+    (a TLS handshake with it then never ends)."""
+    seen: Recorded = Recorded()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted = time.monotonic()
+        try:
+            if not close_at_once:
+                while await reader.read(4096):
+                    pass
+        except ConnectionError:
+            pass
+        writer.close()
+        seen.append((accepted, time.monotonic()))
+        seen.changed.set()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1], seen
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_the_connection_setup_timeout_doubles_per_failed_attempt() -> None:
+    """socket_connection_setup_timeout_max_ms was accepted but unused: every attempt got the base timeout, so a
+    broker that is slow to set up a connection (a TLS handshake under load) was never given longer (KIP-601)."""
+    async with server_recording(close_at_once=False) as (port, seen):
+        producer = Producer(
+            f"127.0.0.1:{port}",
+            security_protocol="SSL",
+            ssl_context=ssl.create_default_context(),
+            socket_connection_setup_timeout_ms=100,
+            socket_connection_setup_timeout_max_ms=800,
+            reconnect_backoff_ms=10,
+            reconnect_backoff_max_ms=10,
+            retry_backoff_ms=10,
+            max_block_ms=150,
+        )
+        await producer.start()
+        try:
+            await asyncio.wait_for(seen.at_least(6), 10)
+        finally:
+            await producer.close()
+    lasted = [closed - accepted for accepted, closed in seen[:6]]
+    assert len(lasted) == 6, lasted
+    # Lower bounds are the rule; upper bounds leave room for a loaded machine's late timers.
+    assert lasted[0] < 0.45, lasted  # the base timeout (100 ms, or start()'s max_block_ms)
+    assert all(0.6 < t < 1.6 for t in lasted[4:6]), lasted  # doubled thrice, then capped: 800 ms ± 20 %
+    assert lasted[2] < lasted[3] < lasted[4] + 0.2, lasted
+
+
+async def test_connecting_for_metadata_honours_the_reconnect_backoff() -> None:
+    """Cluster._connect (the path metadata refreshes take) started a new attempt on every call, ignoring the
+    broker's reconnect backoff: a broker that failed was hit again at every refresh."""
+    async with server_recording(close_at_once=True) as (port, seen):
+        config = ProducerConfig(
+            bootstrap_servers=(f"127.0.0.1:{port}",), reconnect_backoff_ms=200, reconnect_backoff_max_ms=1000
+        )
+        cluster = Cluster(config, lambda: None)
+        cluster.state.cluster = ClusterMetadata({7: BrokerInfo(7, "127.0.0.1", port)}, {})
+        started = time.monotonic()
+        try:
+            while time.monotonic() - started < 1.0:
+                with pytest.raises(ConnectionFailedError):
+                    await cluster.connect_any()
+                await asyncio.sleep(0.01)
+        finally:
+            await cluster.close()
+    # Broker 7 and the bootstrap address each: t=0, ~0.2, ~0.6 s (the next would be at ~1.4 s).
+    assert 2 <= len(seen) <= 7, len(seen)
+
+
+@pytest.mark.parametrize("max_idle_ms", [300, -1])
+async def test_idle_connections_are_closed_after_connections_max_idle_ms(
+    mock_cluster: MockCluster, max_idle_ms: int
+) -> None:
+    """connections_max_idle_ms was accepted but unused: idle connections stayed open forever (firewalls and load
+    balancers drop them silently, and the next request then waits for its timeout)."""
+    mock_cluster.create_topic("t", 3)
+    async with Producer(mock_cluster.bootstrap_servers, connections_max_idle_ms=max_idle_ms, linger_ms=1) as producer:
+        await producer.send("t", b"before", partition=0)
+        cluster = producer._cluster
+        opened = [conn for conn in (*cluster._connections.values(), cluster._bootstrap_connection) if conn]
+        assert opened and not any(conn.closed for conn in opened)
+        await asyncio.sleep(1.0)
+        if max_idle_ms < 0:
+            assert not any(conn.closed for conn in opened)  # -1: never
+        else:
+            assert all(conn.closed for conn in opened)
+        after = await asyncio.wait_for(producer.send("t", b"after", partition=0), 5)  # reconnects as needed
+        assert after.partition == 0

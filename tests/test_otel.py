@@ -1,0 +1,169 @@
+"""The OpenTelemetry hook, judged with the SDK's in-memory exporters against real Kafka: a record's span ends when
+the broker acknowledged it and carries its offset, the context travels in the record's headers, send_many gets a
+CLIENT span over its records, and the two messaging.client.* metrics are recorded."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+
+import pytest
+from opentelemetry import propagate, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.trace import SpanKind, StatusCode
+
+from aioproducer import Producer, ProducerRecord
+from aioproducer.contrib.opentelemetry import OpenTelemetryHook
+from aioproducer.errors import UnknownPartitionError
+from aioproducer.testing import ConsumedRecord
+
+FAST = {"linger_ms": 1}
+
+
+class Telemetry:
+    def __init__(self, sampler: object = None) -> None:
+        self.spans = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider(**({"sampler": sampler} if sampler is not None else {}))
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+
+    def hook(self) -> OpenTelemetryHook:
+        return OpenTelemetryHook(
+            tracer_provider=self.tracer_provider, meter_provider=self.meter_provider, client_id="otel-test"
+        )
+
+    def metric_points(self, name: str) -> list[object]:
+        data = self.reader.get_metrics_data()
+        return [
+            point
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == name
+            for point in metric.data.data_points
+        ]
+
+
+@pytest.fixture
+def telemetry() -> Iterator[Telemetry]:
+    t = Telemetry()
+    yield t
+    t.tracer_provider.shutdown()
+    t.meter_provider.shutdown()
+
+
+async def test_a_records_span_ends_at_delivery_with_its_offset_and_its_context_reaches_the_consumer(
+    bootstrap: str,
+    topic_factory: Callable[..., str],
+    read_back_records: Callable[..., list[ConsumedRecord]],
+    telemetry: Telemetry,
+) -> None:
+    topic = topic_factory(partitions=2)
+    tracer = telemetry.tracer_provider.get_tracer("test")
+    async with Producer(bootstrap, hooks=[telemetry.hook()], linger_ms=300) as producer:
+        with tracer.start_as_current_span("handler") as parent:
+            delivery = await producer.enqueue(topic, b"value", key=b"order-7")
+        # Buffered but not delivered yet (linger_ms): the span is still open, unlike enqueue-time instrumentations.
+        assert [s.name for s in telemetry.spans.get_finished_spans()] == ["handler"]
+        metadata = await delivery
+        await asyncio.sleep(0)  # the acknowledgement callback runs on the next loop turn
+    (span,) = [s for s in telemetry.spans.get_finished_spans() if s.name == f"send {topic}"]
+    assert span.kind == SpanKind.PRODUCER
+    assert span.parent is not None and span.parent.span_id == parent.get_span_context().span_id
+    attributes = dict(span.attributes or {})
+    assert attributes["messaging.system"] == "kafka"
+    assert attributes["messaging.operation.name"] == "send"
+    assert attributes["messaging.destination.name"] == topic
+    assert attributes["messaging.destination.partition.id"] == str(metadata.partition)
+    assert attributes["messaging.kafka.offset"] == metadata.offset
+    assert attributes["messaging.kafka.message.key"] == "order-7"
+    assert attributes["messaging.client.id"] == "otel-test"
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    assert (attributes["server.address"], attributes["server.port"]) == (host, int(port))
+    assert "error.type" not in attributes
+    assert span.status.status_code != StatusCode.ERROR
+    # The span lasted until the acknowledgement: at least the linger time.
+    assert span.end_time - span.start_time >= 250_000_000
+    # A consumer extracting the header continues the same trace, under the PRODUCER span.
+    (stored,) = read_back_records(topic)
+    carrier = {name: value.decode() for name, value in stored.headers if value is not None}
+    extracted = trace.get_current_span(propagate.extract(carrier)).get_span_context()
+    assert extracted.trace_id == span.context.trace_id
+    assert extracted.span_id == span.context.span_id
+    # The two messaging.client.* metrics.
+    (sent,) = telemetry.metric_points("messaging.client.sent.messages")
+    assert sent.value == 1 and sent.attributes["messaging.destination.name"] == topic
+    (duration,) = telemetry.metric_points("messaging.client.operation.duration")
+    assert duration.count == 1 and duration.sum >= 0.25
+
+
+async def test_a_traceparent_set_by_the_caller_is_kept(
+    bootstrap: str,
+    topic_factory: Callable[..., str],
+    read_back_records: Callable[..., list[ConsumedRecord]],
+    telemetry: Telemetry,
+) -> None:
+    topic = topic_factory(partitions=1)
+    mine = b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    async with Producer(bootstrap, hooks=[telemetry.hook()], **FAST) as producer:
+        await producer.send(topic, b"v", headers=[("traceparent", mine)])
+        await asyncio.sleep(0)
+    (stored,) = read_back_records(topic)
+    assert [value for name, value in stored.headers if name == "traceparent"] == [mine]
+    assert [s.name for s in telemetry.spans.get_finished_spans()] == [f"send {topic}"]  # ended all the same
+
+
+async def test_a_failed_record_ends_its_span_with_the_error_type(bootstrap: str, telemetry: Telemetry) -> None:
+    async with Producer(bootstrap, hooks=[telemetry.hook()], **FAST) as producer:
+        topic = "otel-fail-topic"
+        await producer.partitions_for(topic)
+        with pytest.raises(UnknownPartitionError):
+            await producer.send(topic, b"v", partition=1000)
+    (span,) = telemetry.spans.get_finished_spans()
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes["error.type"] == "UnknownPartitionError"
+    (sent,) = telemetry.metric_points("messaging.client.sent.messages")
+    assert sent.attributes["error.type"] == "UnknownPartitionError"
+
+
+async def test_send_many_gets_a_client_span_over_create_spans(
+    bootstrap: str, topic_factory: Callable[..., str], telemetry: Telemetry
+) -> None:
+    topic = topic_factory(partitions=2)
+    async with Producer(bootstrap, hooks=[telemetry.hook()], **FAST) as producer:
+        results = await producer.send_many([ProducerRecord(topic, b"%d" % i) for i in range(5)])
+    spans = telemetry.spans.get_finished_spans()
+    (batch,) = [s for s in spans if s.kind == SpanKind.CLIENT]
+    creates = [s for s in spans if s.kind == SpanKind.PRODUCER]
+    assert batch.name == f"send {topic}" and batch.attributes["messaging.batch.message_count"] == 5
+    assert len(creates) == 5 and all(s.name == f"create {topic}" for s in creates)
+    assert all(s.parent is not None and s.parent.span_id == batch.context.span_id for s in creates)
+    offsets = sorted((r.partition, r.offset) for r in results)  # type: ignore[union-attr]
+    assert (
+        sorted(
+            (int(s.attributes["messaging.destination.partition.id"]), s.attributes["messaging.kafka.offset"])
+            for s in creates
+        )
+        == offsets
+    )
+    assert all(s.end_time <= batch.end_time for s in creates)
+
+
+async def test_unsampled_records_are_delivered_without_span_attributes(
+    bootstrap: str, topic_factory: Callable[..., str]
+) -> None:
+    telemetry = Telemetry(sampler=ALWAYS_OFF)
+    topic = topic_factory(partitions=1)
+    async with Producer(bootstrap, hooks=[telemetry.hook()], **FAST) as producer:
+        metadata = await producer.send(topic, b"v", key=b"k")
+        await asyncio.sleep(0)
+    assert metadata.offset >= 0
+    assert telemetry.spans.get_finished_spans() == ()
+    (sent,) = telemetry.metric_points("messaging.client.sent.messages")
+    assert sent.value == 1

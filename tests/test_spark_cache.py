@@ -1,0 +1,150 @@
+"""The per-process producer cache of `aioproducer.spark` without Spark: lending, keeping, idle eviction, suspect
+producers, concurrent tasks, fork and exit; and `run_task` borrowing from it only where Spark reuses its workers.
+Producers talk to the session's broker (real Kafka)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pytest
+
+from aioproducer import ProducerRecord
+from aioproducer.spark.cache import ProducerCache, shared_cache
+from aioproducer.spark.task import TaskPlan, run_task
+from aioproducer.testing import ConsumedRecord
+
+
+@pytest.fixture
+def cache() -> Iterator[ProducerCache]:
+    running = ProducerCache()
+    yield running
+    running.close()
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def test_a_kept_producer_is_lent_to_the_next_task_and_closed_once_idle(cache: ProducerCache, bootstrap: str) -> None:
+    config = {"bootstrap.servers": bootstrap, "linger.ms": "1"}
+    with cache.lease(config, keep=True, idle_timeout_s=60) as first:
+        assert first.created
+    with cache.lease(dict(config), keep=True, idle_timeout_s=0.2) as second:
+        assert second.producer is first.producer and not second.created
+    assert cache.created == 1
+    # The last lease's idle timeout applies: 0.2 s after it ends, the producer is closed and forgotten.
+    wait_until(lambda: cache.closed == 1)
+    assert cache.size() == 0
+    with cache.lease(config, keep=True, idle_timeout_s=60) as third:
+        assert third.created and third.producer is not first.producer
+
+
+def test_different_settings_get_different_producers_and_keep_false_closes_at_the_end(
+    cache: ProducerCache, bootstrap: str
+) -> None:
+    acks_1 = {"bootstrap.servers": bootstrap, "acks": "1"}
+    with (
+        cache.lease({"bootstrap.servers": bootstrap}, keep=True, idle_timeout_s=60) as plain,
+        cache.lease(acks_1, keep=True, idle_timeout_s=60) as other,
+    ):
+        assert other.producer is not plain.producer
+    assert cache.size() == 2
+    with cache.lease({"bootstrap.servers": bootstrap}, keep=False, idle_timeout_s=60) as own:
+        assert own.created and own.producer is not plain.producer
+        metadata = own.send_many([ProducerRecord("cache-own", b"v")]).result(60)
+    assert metadata[0].offset >= 0  # delivered before the lease ended, and the producer closed after
+    assert (cache.created, cache.closed, cache.size()) == (3, 1, 2)
+
+
+def test_a_suspect_producer_is_closed_when_its_last_task_ends_and_never_lent_again(
+    cache: ProducerCache, bootstrap: str
+) -> None:
+    config = {"bootstrap.servers": bootstrap}
+    with cache.lease(config, keep=True, idle_timeout_s=60) as one, cache.lease(config, keep=True, idle_timeout_s=60):
+        one.suspect = True
+    wait_until(lambda: cache.closed == 1)
+    with cache.lease(config, keep=True, idle_timeout_s=60) as fresh:
+        assert fresh.created and fresh.producer is not one.producer
+
+
+def test_tasks_asking_at_once_share_one_start(cache: ProducerCache, bootstrap: str) -> None:
+    config = {"bootstrap.servers": bootstrap, "client.id": "concurrent"}
+    producers: list[object] = []
+    gate = threading.Barrier(4)
+
+    def task() -> None:
+        gate.wait()
+        with cache.lease(config, keep=True, idle_timeout_s=60) as lease:
+            producers.append(lease.producer)
+
+    threads = [threading.Thread(target=task) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(producers) == 4 and len(set(map(id, producers))) == 1 and cache.created == 1
+
+
+def test_close_flushes_and_stops_the_loop_thread(
+    bootstrap: str, topic_factory: Callable[..., str], read_back_records: Callable[..., list[ConsumedRecord]]
+) -> None:
+    cache = ProducerCache()
+    topic = topic_factory(1)
+    with cache.lease({"bootstrap.servers": bootstrap, "linger.ms": "60000"}, keep=True, idle_timeout_s=60) as lease:
+        # Buffered and lingering for a minute: close() must send it, not drop it.
+        delivery = lease.loop_thread.call(lease.producer.enqueue(topic, b"lingering"))
+    cache.close()
+    assert delivery.done() and [r.value for r in read_back_records(topic)] == [b"lingering"]
+    assert cache.loop_thread.loop.is_closed() and cache.closed == 1
+    assert shared_cache() is not cache
+
+
+def test_a_forked_child_starts_with_an_empty_cache_of_its_own() -> None:
+    script = textwrap.dedent(
+        """
+        import os
+        from aioproducer.spark.cache import shared_cache
+        parent = shared_cache()
+        pid = os.fork()
+        if pid == 0:
+            child = shared_cache()
+            ok = child is not parent and child.loop_thread.call(child._size()) == 0
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        print("child exit", os.waitstatus_to_exitcode(status))
+        parent.close()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "child exit 0", done.stderr
+
+
+def test_run_task_keeps_its_producer_only_where_spark_reuses_workers(
+    bootstrap: str,
+    topic_factory: Callable[..., str],
+    read_back_records: Callable[..., list[ConsumedRecord]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    topic = topic_factory(2)
+    batch = pa.RecordBatch.from_arrays([pa.array([b"a", b"b", b"c"])], ["value"])
+    plan = TaskPlan({"bootstrap.servers": bootstrap, "client.id": "run-task-reuse"}, topic, chunk_rows=2)
+    monkeypatch.delenv("SPARK_REUSE_WORKER", raising=False)
+    assert [run_task([batch], plan).new_producer for _ in range(2)] == [True, True]
+
+    monkeypatch.setenv("SPARK_REUSE_WORKER", "1")
+    reports = [run_task([batch], plan) for _ in range(3)]
+    assert [r.new_producer for r in reports] == [True, False, False]
+    assert [r.delivered for r in reports] == [3, 3, 3]
+    no_cache = TaskPlan(plan.producer_config, topic, chunk_rows=2, producer_cache=False)
+    assert run_task([batch], no_cache).new_producer
+    assert len(read_back_records(topic)) == 18
+    shared_cache().close()

@@ -1,0 +1,342 @@
+"""Transactions judged by real Apache Kafka 4.1.1, under transaction version 2 (Kafka 4's default) and 1 (the cluster
+downgraded with Kafka's FeatureCommand): only a real broker hides aborted records from read_committed readers, fences
+a zombie and times a transaction out. Readers are librdkafka consumers (confluent-kafka) with an isolation level."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from transactions_helpers import coordinator_of, last_stable_offsets, set_transaction_version, values
+
+from aioproducer import Producer
+from aioproducer.errors import (
+    KafkaError,
+    ProducerFencedError,
+    RecordTooLargeError,
+    TransactionAbortedError,
+    TransactionRequiresAbortError,
+)
+from aioproducer.testing import KafkaCluster
+from aioproducer.transactions_group import ConsumerGroupMetadata, group_metadata
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module", params=[2, 1], ids=["tv2", "tv1"])
+def transaction_version(request: pytest.FixtureRequest, kafka_session_cluster: KafkaCluster) -> Iterator[int]:
+    """The session cluster with `transaction.version` at the parameter; Kafka 4's default (2) is restored after."""
+    level: int = request.param
+    set_transaction_version(kafka_session_cluster, level)
+    try:
+        yield level
+    finally:
+        if level != 2:
+            set_transaction_version(kafka_session_cluster, 2)
+
+
+@pytest.fixture
+def cluster(kafka_cluster: KafkaCluster, transaction_version: int) -> KafkaCluster:
+    return kafka_cluster
+
+
+def new_topic(cluster: KafkaCluster, partitions: int = 2, **config: str) -> str:
+    return cluster.create_topic(f"txn-{uuid.uuid4().hex[:12]}", partitions, config=config or None)
+
+
+def transactional(cluster: KafkaCluster, transactional_id: str | None = None, **settings: Any) -> Producer:
+    return Producer(
+        cluster.bootstrap_servers,
+        transactional_id=transactional_id or f"tx-{uuid.uuid4().hex[:12]}",
+        linger_ms=settings.pop("linger_ms", 2),
+        **settings,
+    )
+
+
+def assert_version(producer: Producer, level: int) -> None:
+    """The producer runs the path under test (TV2: Produce v12 adds partitions; TV1: AddPartitionsToTxn)."""
+    assert producer._txn is not None
+    assert producer._txn.state.tv2 is (level >= 2)
+
+
+async def send_all(producer: Producer, topic: str, payloads: list[bytes], partitions: int = 2) -> None:
+    deliveries = [await producer.enqueue(topic, v, partition=i % partitions) for i, v in enumerate(payloads)]
+    await producer.flush()
+    for delivery in deliveries:
+        assert (await delivery).offset >= 0
+
+
+def wait_stable(bootstrap: str, topic: str, expected: dict[int, int], timeout_s: float = 30.0) -> None:
+    """Markers are written after EndTxn answers: wait until each partition's last stable offset reaches `expected`."""
+    deadline = time.monotonic() + timeout_s
+    while (offsets := last_stable_offsets(bootstrap, topic, len(expected))) != expected:
+        assert time.monotonic() < deadline, f"last stable offsets {offsets}, expected {expected}"
+        time.sleep(0.1)
+
+
+async def test_read_committed_sees_committed_records_only(cluster: KafkaCluster, transaction_version: int) -> None:
+    topic = new_topic(cluster)
+    bootstrap = cluster.bootstrap_servers
+    async with transactional(cluster) as producer:
+        assert_version(producer, transaction_version)
+        await producer.begin_transaction()
+        await send_all(producer, topic, [b"c1-0", b"c1-1", b"c1-2", b"c1-3"])
+        # Written but not committed: the last stable offset stays before them, read_committed sees nothing.
+        assert last_stable_offsets(bootstrap, topic, 2) == {0: 0, 1: 0}
+        assert values(bootstrap, topic, "read_committed") == []
+        assert len(values(bootstrap, topic, "read_uncommitted")) == 4
+        await producer.commit_transaction()
+        wait_stable(bootstrap, topic, {0: 3, 1: 3})  # two records and a commit marker each
+
+        await producer.begin_transaction()
+        await send_all(producer, topic, [b"a-0", b"a-1"])
+        await producer.abort_transaction()
+        wait_stable(bootstrap, topic, {0: 5, 1: 5})
+
+        async with producer.transaction():
+            await send_all(producer, topic, [b"c2-0", b"c2-1"])
+        wait_stable(bootstrap, topic, {0: 7, 1: 7})
+    assert values(bootstrap, topic, "read_committed") == [b"c1-0", b"c1-2", b"c2-0", b"c1-1", b"c1-3", b"c2-1"]
+    assert values(bootstrap, topic, "read_uncommitted") == [
+        *(b"c1-0", b"c1-2", b"a-0", b"c2-0"),
+        *(b"c1-1", b"c1-3", b"a-1", b"c2-1"),
+    ]
+
+
+async def test_zombie_is_fenced_and_its_open_transaction_never_visible(
+    cluster: KafkaCluster, transaction_version: int
+) -> None:
+    topic = new_topic(cluster)
+    transactional_id = f"tx-{uuid.uuid4().hex[:12]}"
+    async with transactional(cluster, transactional_id) as zombie:
+        await zombie.begin_transaction()
+        await send_all(zombie, topic, [b"zombie-0", b"zombie-1"])
+        async with transactional(cluster, transactional_id) as successor:  # its init fences the zombie
+            with pytest.raises(ProducerFencedError) as fenced:
+                await zombie.commit_transaction()
+            assert fenced.value.fatal
+            with pytest.raises(ProducerFencedError):
+                await zombie.begin_transaction()
+            async with successor.transaction():
+                await send_all(successor, topic, [b"successor"], partitions=1)
+    wait_stable(cluster.bootstrap_servers, topic, {0: 4, 1: 2})
+    assert values(cluster.bootstrap_servers, topic, "read_committed") == [b"successor"]
+
+
+async def test_consume_transform_produce_commits_offsets_only_with_the_transaction(
+    cluster: KafkaCluster, transaction_version: int
+) -> None:
+    bootstrap = cluster.bootstrap_servers
+    source, sink = new_topic(cluster), new_topic(cluster)
+    async with Producer(bootstrap) as plain:
+        await send_all(plain, source, [b"in-%d" % i for i in range(10)])
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe([source])
+        consumed: list[Any] = []
+        deadline = time.monotonic() + 60
+        while len(consumed) < 10:
+            assert time.monotonic() < deadline, "the consumer group never delivered the input"
+            message = await asyncio.to_thread(consumer.poll, 0.5)
+            if message is not None and message.error() is None:
+                consumed.append(message)
+        positions = consumer.position(consumer.assignment())
+        metadata = consumer.consumer_group_metadata()
+        async with transactional(cluster) as producer:
+            assert_version(producer, transaction_version)
+            await producer.begin_transaction()
+            await send_all(producer, sink, [b"out-aborted-" + m.value() for m in consumed])
+            await producer.send_offsets_to_transaction(positions, metadata)
+            await producer.abort_transaction()
+            committed = consumer.committed([confluent_kafka.TopicPartition(source, p) for p in range(2)], timeout=10)
+            assert [tp.offset for tp in committed] == [confluent_kafka.OFFSET_INVALID] * 2, "abort commits nothing"
+
+            async with producer.transaction():
+                await send_all(producer, sink, [b"out-" + m.value() for m in consumed])
+                await producer.send_offsets_to_transaction(positions, metadata)
+        committed = consumer.committed([confluent_kafka.TopicPartition(source, p) for p in range(2)], timeout=10)
+        assert {tp.partition: tp.offset for tp in committed} == {tp.partition: tp.offset for tp in positions}
+        assert sum(tp.offset for tp in committed) == 10
+    finally:
+        consumer.close()
+    deadline = time.monotonic() + 30
+    while len(output := values(bootstrap, sink, "read_committed")) < 10:
+        assert time.monotonic() < deadline, f"{len(output)} of 10 outputs visible"
+        await asyncio.sleep(0.2)
+    assert sorted(output) == sorted(b"out-in-%d" % i for i in range(10))
+
+
+async def test_stale_consumer_generation_is_refused_and_only_aborts(
+    cluster: KafkaCluster, transaction_version: int
+) -> None:
+    """KIP-447: offsets sent with a group generation the coordinator has moved past are refused (ILLEGAL_GENERATION
+    or UNKNOWN_MEMBER_ID): the transaction must abort, the producer goes on."""
+    bootstrap = cluster.bootstrap_servers
+    source = new_topic(cluster)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.subscribe([source])
+        deadline = time.monotonic() + 60
+        while not consumer.assignment():
+            assert time.monotonic() < deadline, "the consumer never joined its group"
+            await asyncio.to_thread(consumer.poll, 0.5)
+        live = group_metadata(consumer.consumer_group_metadata())
+        assert live.generation_id >= 1 and live.member_id
+        stale = ConsumerGroupMetadata(group, live.generation_id + 5, live.member_id, None)
+        async with transactional(cluster) as producer:
+            await producer.begin_transaction()
+            with pytest.raises(TransactionRequiresAbortError) as refused:
+                await producer.send_offsets_to_transaction({(source, 0): 0}, stale)
+            assert isinstance(refused.value.__cause__, KafkaError)
+            assert refused.value.__cause__.code in (22, 25)
+            await producer.abort_transaction()
+            async with producer.transaction():
+                await producer.send_offsets_to_transaction({(source, 0): 0}, live)
+    finally:
+        consumer.close()
+
+
+async def test_empty_transactions_commit_and_abort(cluster: KafkaCluster, transaction_version: int) -> None:
+    topic = new_topic(cluster)
+    async with transactional(cluster) as producer:
+        for _ in range(2):
+            await producer.begin_transaction()
+            await producer.commit_transaction()
+            await producer.begin_transaction()
+            await producer.abort_transaction()
+        async with producer.transaction():
+            await send_all(producer, topic, [b"real"], partitions=1)
+    wait_stable(cluster.bootstrap_servers, topic, {0: 2, 1: 0})
+    assert values(cluster.bootstrap_servers, topic, "read_committed") == [b"real"]
+
+
+async def test_commit_after_a_failed_send_raises_and_abort_recovers(
+    cluster: KafkaCluster, transaction_version: int
+) -> None:
+    topic = new_topic(cluster, **{"max.message.bytes": "1000"})
+    async with transactional(cluster) as producer:
+        await producer.begin_transaction()
+        await send_all(producer, topic, [b"fine"], partitions=1)
+        with pytest.raises(RecordTooLargeError):
+            await producer.send(topic, b"x" * 5000, partition=0)  # the broker refuses it: MESSAGE_TOO_LARGE
+        with pytest.raises(TransactionRequiresAbortError) as failed:
+            await producer.commit_transaction()
+        assert isinstance(failed.value.__cause__, RecordTooLargeError) and failed.value.requires_abort
+        with pytest.raises(TransactionRequiresAbortError):
+            await producer.send(topic, b"refused at once", partition=1)
+        await producer.abort_transaction()
+        async with producer.transaction():
+            await send_all(producer, topic, [b"next"], partitions=1)
+    wait_stable(cluster.bootstrap_servers, topic, {0: 4, 1: 0})
+    assert values(cluster.bootstrap_servers, topic, "read_committed") == [b"next"]
+
+
+async def test_abort_fails_buffered_records_and_waits_for_sent_ones(
+    cluster: KafkaCluster, transaction_version: int
+) -> None:
+    topic = new_topic(cluster)
+    async with transactional(cluster, linger_ms=60000) as producer:
+        await producer.begin_transaction()
+        sent = [await producer.enqueue(topic, b"sent-%d" % i, partition=i % 2) for i in range(3)]
+        await producer.flush()
+        buffered = [await producer.enqueue(topic, b"buffered-%d" % i, partition=i % 2) for i in range(5)]
+        await producer.abort_transaction()
+        for delivery in buffered:
+            with pytest.raises(TransactionAbortedError):
+                await delivery
+        assert all(offset >= 0 for offset in [(await delivery).offset for delivery in sent])
+        async with producer.transaction():
+            await send_all(producer, topic, [b"later"], partitions=1)
+    # partition 0: sent-0, sent-2, the abort marker, later, the commit marker; partition 1: sent-1, the abort marker
+    wait_stable(cluster.bootstrap_servers, topic, {0: 5, 1: 2})
+    assert values(cluster.bootstrap_servers, topic, "read_committed") == [b"later"]
+    assert sorted(values(cluster.bootstrap_servers, topic, "read_uncommitted")) == [
+        b"later",
+        b"sent-0",
+        b"sent-1",
+        b"sent-2",
+    ]
+
+
+async def test_coordinator_timeout_aborts_and_the_producer_recovers(
+    cluster: KafkaCluster, transaction_version: int
+) -> None:
+    """The coordinator aborts a transaction older than transaction_timeout_ms and bumps the epoch: a later send fails
+    as abortable (KIP-588) and commit refuses. Under TV2 the abort then succeeds and the same producer goes on; under
+    TV1 the coordinator answers the abort's old epoch with PRODUCER_FENCED (strict epoch equality, as for Java's
+    client), so a new producer with the same transactional id takes over."""
+    topic = new_topic(cluster)
+    transactional_id = f"tx-{uuid.uuid4().hex[:12]}"
+    async with transactional(cluster, transactional_id, transaction_timeout_ms=1000) as producer:
+        await producer.begin_transaction()
+        await send_all(producer, topic, [b"doomed"], partitions=1)
+        deadline = time.monotonic() + 60
+        while True:  # the coordinator looks for expired transactions every 10 s (Kafka's default)
+            assert time.monotonic() < deadline, "the coordinator never timed the transaction out"
+            await asyncio.sleep(0.5)
+            try:
+                await producer.send(topic, b"late", partition=0)
+            except KafkaError as late:
+                assert not late.retriable
+                break
+        with pytest.raises(TransactionRequiresAbortError):
+            await producer.commit_transaction()
+        if transaction_version >= 2:
+            await producer.abort_transaction()
+            async with producer.transaction():
+                await send_all(producer, topic, [b"recovered"], partitions=1)
+        else:
+            with pytest.raises(ProducerFencedError):
+                await producer.abort_transaction()
+    if transaction_version < 2:
+        async with transactional(cluster, transactional_id) as successor, successor.transaction():
+            await send_all(successor, topic, [b"recovered"], partitions=1)
+    deadline = time.monotonic() + 30
+    while values(cluster.bootstrap_servers, topic, "read_committed") != [b"recovered"]:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.2)
+
+
+@pytest.mark.parametrize("level", [2, 1], ids=["tv2", "tv1"])
+async def test_coordinator_killed_mid_transaction(kafka_cluster_3: KafkaCluster, level: int) -> None:
+    """Three nodes: the transaction coordinator dies between sends; the producer finds the new coordinator (which
+    loads the transaction log) and commits, every record exactly once."""
+    cluster = kafka_cluster_3
+    await asyncio.to_thread(set_transaction_version, cluster, level)
+    try:
+        topic = new_topic(cluster, 4)
+        transactional_id = f"tx-{uuid.uuid4().hex[:12]}"
+        async with transactional(cluster, transactional_id, request_timeout_ms=10000) as producer:
+            assert_version(producer, level)
+            await producer.begin_transaction()
+            await send_all(producer, topic, [b"before-%d" % i for i in range(20)], partitions=4)
+            coordinator = await coordinator_of(cluster.bootstrap_servers, transactional_id)
+            await asyncio.to_thread(cluster.kill, coordinator)
+            await send_all(producer, topic, [b"after-%d" % i for i in range(20)], partitions=4)
+            await producer.commit_transaction(timeout=120)
+        bootstrap = cluster.bootstrap_servers
+        deadline = time.monotonic() + 60
+        while len(committed := values(bootstrap, topic, "read_committed")) < 40:
+            assert time.monotonic() < deadline, f"only {len(committed)} records visible"
+            await asyncio.sleep(0.5)
+        assert sorted(committed) == sorted([b"before-%d" % i for i in range(20)] + [b"after-%d" % i for i in range(20)])
+    finally:
+        await asyncio.to_thread(cluster.heal)
+        if level != 2:
+            await asyncio.to_thread(set_transaction_version, cluster, 2)
