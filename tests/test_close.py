@@ -103,7 +103,7 @@ async def test_async_with_closes_within_close_timeout_ms(mock_cluster: MockClust
         deliveries = await fill_buffer(producer, mock_cluster, "t")
         left_at = time.monotonic()
     took = time.monotonic() - left_at
-    assert 0.4 <= took < 3, took
+    assert 0.4 <= took < 10, took  # bounded by close_timeout_ms, not by delivery_timeout_ms (a loaded machine is slow)
     outcomes = await asyncio.gather(*deliveries, return_exceptions=True)
     assert {type(o) for o in outcomes} == {ProducerClosedError}
 
@@ -113,8 +113,8 @@ async def test_an_explicit_close_timeout_overrides_the_setting(mock_cluster: Moc
     producer = await started(mock_cluster, close_timeout_ms=60_000, buffer_memory=8_000)
     await fill_buffer(producer, mock_cluster, "t")
     started_at = time.monotonic()
-    await asyncio.wait_for(producer.close(timeout=0.1), 10)
-    assert time.monotonic() - started_at < 3
+    await asyncio.wait_for(producer.close(timeout=0.1), 30)
+    assert time.monotonic() - started_at < 20  # not the setting's 60 s
 
 
 async def test_a_second_close_waits_for_the_first(mock_cluster: MockCluster) -> None:
