@@ -9,6 +9,8 @@ mismatches, certificate rotation, token revocation, re-authentication counts).
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import logging
 import ssl
 import time
@@ -89,6 +91,17 @@ async def test_oauthbearer_with_an_unsigned_token_is_accepted(kafka_cluster: Kaf
 
     settings = kafka_cluster.client_config("SASL_PLAINTEXT", "OAUTHBEARER")
     await deliver_and_read_back(kafka_cluster, {**settings, "sasl_oauth_token_provider": provider}, "oauth")
+
+
+def test_an_unsigned_token_is_never_issued_after_the_clock_reading_it() -> None:
+    """A token's fractional `iat` (time.time()) could lie up to a millisecond after the broker's clock when the broker
+    checked it within that millisecond, and Kafka refused it as issued in the future ("invalid_token")."""
+    for now_s in (1_700_000_000.9999, 1_700_000_000.0001, time.time()):
+        claims_part = unsecured_oauth_token("alice", lifetime_s=3, now_s=now_s).split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(claims_part + "=" * (-len(claims_part) % 4)))
+        broker_now_ms = int(now_s * 1000)  # Java's System.currentTimeMillis() at the very same instant
+        assert 1000 * claims["iat"] <= broker_now_ms
+        assert claims["exp"] == pytest.approx(now_s + 3)
 
 
 async def test_short_lived_tokens_are_renewed_before_the_broker_ends_the_session(kafka_cluster: KafkaCluster) -> None:

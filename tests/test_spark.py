@@ -190,7 +190,7 @@ def test_undelivered_records_fail_on_the_driver_with_the_report_attached(
 
     # A partition beyond the topic waits max.block.ms for metadata to show it (as Java does): keep that short.
     with pytest.raises(PublishError, match="2 of 10 records failed to publish; first: UnknownPartitionError") as caught:
-        publish(df.coalesce(1), topic, options(bootstrap, kafka_max_block_ms="3000"))
+        publish(df.coalesce(1), topic, options(bootstrap, max_block_ms="3000"))
     report = caught.value.report
     assert (report.delivered, report.failed) == (8, 2)
     assert [(e.spark_partition, e.row, e.error) for e in report.errors] == [
@@ -201,7 +201,7 @@ def test_undelivered_records_fail_on_the_driver_with_the_report_attached(
         f"v{i}".encode() for i in range(10) if i not in (3, 4)
     )
 
-    kept = publish(df.coalesce(1), topic, options(bootstrap, kafka_max_block_ms="3000"), fail_on_error=False)
+    kept = publish(df.coalesce(1), topic, options(bootstrap, max_block_ms="3000"), fail_on_error=False)
     assert (kept.delivered, kept.failed, kept.ok) == (8, 2, False)
 
 

@@ -249,9 +249,9 @@ def test_streaming_options() -> None:
     assert parse_options({**base, "producerCacheTimeoutMs": "500"}).producer_cache_timeout_ms == 500
     with pytest.raises(ConfigError, match="'reportPath' is for writeStream"):
         parse_options({**base, "reportPath": "/r"})
-    with pytest.raises(FeatureNotAvailableError, match=r"delivery='transactional': transactional \(exactly-once\)"):
+    with pytest.raises(FeatureNotAvailableError, match=r"delivery='transactional' is not available for df\.write"):
         parse_options({**base, "delivery": "Transactional"}, streaming=True)
-    with pytest.raises(FeatureNotAvailableError, match=r"Kafka option 'kafka\.transactional\.id': transactional"):
+    with pytest.raises(ConfigError, match=r"Kafka option 'kafka\.transactional\.id' is not accepted"):
         parse_options({**base, "kafka.transactional.id": "tx"}, streaming=True)
     with pytest.raises(ConfigError, match="option 'delivery' must be 'atLeastOnce' or 'transactional'"):
         parse_options({**base, "delivery": "exactly"})

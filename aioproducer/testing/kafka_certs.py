@@ -84,5 +84,8 @@ def unsecured_oauth_token(subject: str = "producer", lifetime_s: float = 3600.0,
     """
     issued = time.time() if now_s is None else now_s
     header = _base64url(json.dumps({"alg": "none"}).encode())
-    claims = _base64url(json.dumps({"sub": subject, "iat": issued, "exp": issued + lifetime_s}).encode())
+    # `iat` in whole seconds, rounded down: Kafka rejects a token issued after its own clock's current millisecond
+    # (OAuthBearerValidationUtils.validateIssuedAt, no clock skew allowed by default), and on loopback the broker can
+    # check a fractional `iat` within the millisecond it was written in.
+    claims = _base64url(json.dumps({"sub": subject, "iat": int(issued), "exp": issued + lifetime_s}).encode())
     return f"{header}.{claims}."

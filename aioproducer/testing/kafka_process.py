@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
@@ -198,8 +199,17 @@ class JvmProcess:
         return True
 
     def pause(self) -> None:
-        """SIGSTOP: the JVM freezes with its sockets open, as a long GC pause or a hung host would look."""
-        self._signal(signal.SIGSTOP)
+        """SIGSTOP: the JVM freezes with its sockets open, as a long GC pause or a hung host would look.
+
+        Returns once every thread of the JVM is stopped: signal delivery is asynchronous, and on a busy machine a
+        thread still running for a few milliseconds after kill() could answer a request the caller believes unanswerable.
+        """
+        process = self._process
+        if not self._signal(signal.SIGSTOP) or process is None:
+            return
+        deadline = time.monotonic() + _PAUSE_WAIT_S
+        while time.monotonic() < deadline and not _all_threads_stopped(process.pid):
+            time.sleep(0.005)
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)
@@ -253,3 +263,20 @@ class JvmProcess:
                 return log.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
+
+
+_PAUSE_WAIT_S = 5.0
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of `pid` is in the stopped state ('T' in /proc/<pid>/task/<tid>/stat).
+
+    Where /proc is missing (not Linux), the signal is trusted as sent.
+    """
+    tasks = Path(f"/proc/{pid}/task")
+    try:
+        stats = [(task / "stat").read_text() for task in tasks.iterdir()]
+    except OSError:
+        return not tasks.exists()
+    # The state is the field after the parenthesised command name, which may itself hold spaces or parentheses.
+    return all(stat[stat.rindex(")") + 2] in "Tt" for stat in stats)
