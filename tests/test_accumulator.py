@@ -150,4 +150,3 @@ def test_split_halves_a_batch_keeping_records_outcomes_and_memory() -> None:
     assert sum(h.reserved_bytes for h in halves) == 150 and acc.used_bytes == 150
     # A split is not a retry: the halves go out at once, without a backoff (Java's splitAndReenqueue).
     assert acc.ready(0, lambda tp: 1).ready == {1: [TP]} and batch not in acc.incomplete
-

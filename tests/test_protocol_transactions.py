@@ -181,9 +181,7 @@ TXN_OFFSET_COMMIT = {
     [(ApiKey.PRODUCE, 12, PRODUCE), (ApiKey.TXN_OFFSET_COMMIT, 5, TXN_OFFSET_COMMIT)],
     ids=["Produce", "TxnOffsetCommit"],
 )
-def test_the_transaction_v2_version_is_its_predecessor_on_the_wire(
-    api: ApiKey, tv2: int, body: dict[str, Any]
-) -> None:
+def test_the_transaction_v2_version_is_its_predecessor_on_the_wire(api: ApiKey, tv2: int, body: dict[str, Any]) -> None:
     """Produce v12 and TxnOffsetCommit v5 change only what the version number tells the coordinator (KIP-890)."""
     assert _body_bytes(api, tv2, body) == _body_bytes(api, tv2 - 1, body)
     header, decoded = decode_request(encode_request(api, tv2, 1, "same", body)[4:])

@@ -202,7 +202,7 @@ class JvmProcess:
         """SIGSTOP: the JVM freezes with its sockets open, as a long GC pause or a hung host would look.
 
         Returns once every thread of the JVM is stopped: signal delivery is asynchronous, and on a busy machine a
-        thread still running for a few milliseconds after kill() could answer a request the caller believes unanswerable.
+        thread still running for a few milliseconds after kill() could answer a request the caller thinks unanswerable.
         """
         process = self._process
         if not self._signal(signal.SIGSTOP) or process is None:
