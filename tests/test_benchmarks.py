@@ -14,6 +14,7 @@ from aioproducer.testing.kafka_process import jvm_command
 from tests.benchmarks.broker_count import count_records
 from tests.benchmarks.java_peer import JavaPeer
 from tests.benchmarks.report import write_report
+from tests.benchmarks.run import schedule
 from tests.benchmarks.workloads import RunSpec, plan
 
 JAVA_WORKLOADS = {"enqueue_100B", "keyed_100B", "lz4_1KB", "zstd_1KB", "idempotent_100B"}
@@ -32,6 +33,21 @@ def test_real_kafka_runs_the_throughput_workloads_and_java_joins_five() -> None:
     assert {w.name for w in plan(broker="tansu") if "java" in w.clients} == JAVA_WORKLOADS
     assert {w.name for w in on_kafka if "java" in w.clients} == JAVA_WORKLOADS
     assert [w.clients for w in plan(("keyed_100B",), ("java",), "kafka")] == [("java",)]
+
+
+def test_a_round_runs_each_workload_on_both_brokers_back_to_back() -> None:
+    pairs = [(w.name, broker) for w, broker in schedule((), (), ["tansu", "kafka"])]
+    assert pairs[:4] == [
+        ("enqueue_100B", "tansu"),
+        ("enqueue_100B", "kafka"),
+        ("send_many_100B", "tansu"),
+        (
+            "send_many_100B",
+            "kafka",
+        ),
+    ]
+    assert ("latency_20k", "tansu") in pairs and ("latency_20k", "kafka") not in pairs
+    assert [b for _, b in schedule(("keyed_100B",), (), ["kafka"])] == ["kafka"]
 
 
 def test_the_benchmark_broker_gets_the_full_jit(tmp_path: Path) -> None:

@@ -214,21 +214,33 @@ def main(argv: list[str] | None = None) -> int:
         meta = _meta(args, rounds, java)
         runs: list[dict[str, Any]] = []
         started = time.monotonic()
-        for broker in chosen_brokers:
-            for round_no in range(rounds):
-                for workload in plan(only, clients, broker):
-                    # Rotate who goes first each round, so no client always runs on the coolest (or hottest) machine.
-                    shift = round_no % len(workload.clients)
-                    for client in workload.clients[shift:] + workload.clients[:shift]:
-                        run = run_one(workload, client, round_no, broker, brokers, java, args)
-                        runs.append(run)
-                        print(_describe(run), flush=True)
-                        (out / "raw.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
+        for round_no in range(rounds):
+            # A workload runs on each broker in turn, so that a machine getting busier or calmer over the bench
+            # shifts both brokers' numbers alike instead of one broker's.
+            for workload, broker in schedule(only, clients, chosen_brokers):
+                # Rotate who goes first each round, so no client always runs on the coolest (or hottest) machine.
+                shift = round_no % len(workload.clients)
+                for client in workload.clients[shift:] + workload.clients[:shift]:
+                    run = run_one(workload, client, round_no, broker, brokers, java, args)
+                    runs.append(run)
+                    print(_describe(run), flush=True)
+                    (out / "raw.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
         meta["duration_s"] = round(time.monotonic() - started, 1)
     (out / "raw.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
     write_report(meta, runs, out)
     print(f"wrote {out / 'results.md'} and {out / 'benchmark.png'} in {meta['duration_s']:.0f} s")
     return 0
+
+
+def schedule(only: tuple[str, ...], clients: tuple[str, ...], brokers: list[str]) -> list[tuple[Workload, str]]:
+    """One round's (workload, broker) pairs: workloads in their usual order, each on every broker it runs on."""
+    per_broker = {broker: {w.name: w for w in plan(only, clients, broker)} for broker in brokers}
+    return [
+        (per_broker[broker][name], broker)
+        for name in dict.fromkeys(name for broker in brokers for name in per_broker[broker])
+        for broker in brokers
+        if name in per_broker[broker]
+    ]
 
 
 def _java_peer(stack: contextlib.ExitStack, clients: tuple[str, ...]) -> JavaPeer | None:
