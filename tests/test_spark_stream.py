@@ -19,7 +19,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from test_spark import spark  # noqa: F401  (the session's one local Spark)
 
-from aioproducer.errors import ConfigError, FeatureNotAvailableError
+from aioproducer.errors import ConfigError
 from aioproducer.spark import BatchReport, read_batch_reports, register, watch_batch_reports
 from aioproducer.spark.batches import local_directory, record_batch
 from aioproducer.spark.datasource import _rows_as_arrow
@@ -207,7 +207,7 @@ def test_streaming_options_are_checked_before_anything_is_published(
     frame = spark.readStream.format("rate").load().selectExpr("cast(value as string) as value")
     for number, (options, message) in enumerate(
         [
-            ({"topic": "t", "delivery": "transactional"}, "is not available for df.write / df.writeStream yet"),
+            ({"topic": "t", "delivery": "transactional"}, "needs transactional_id_prefix"),
             ({"topic": "t", "kafka.linger.mss": "1"}, "did you mean 'linger.ms'"),
             ({}, "topic option required when no 'topic' attribute is present"),
         ]
@@ -245,12 +245,19 @@ def test_streaming_options() -> None:
     parsed = parse_options(
         {**base, "reportPath": "/r", "checkpointLocation": "/c", "producerCache": "false"}, streaming=True
     )
-    assert (parsed.report_path, parsed.producer_cache, parsed.delivery) == ("/r", False, "atleastonce")
+    assert (parsed.report_path, parsed.producer_cache, parsed.delivery) == ("/r", False, "at_least_once")
     assert parse_options({**base, "producerCacheTimeoutMs": "500"}).producer_cache_timeout_ms == 500
     with pytest.raises(ConfigError, match="'reportPath' is for writeStream"):
         parse_options({**base, "reportPath": "/r"})
-    with pytest.raises(FeatureNotAvailableError, match=r"delivery='transactional' is not available for df\.write"):
-        parse_options({**base, "delivery": "Transactional"}, streaming=True)
+    transactional = parse_options({**base, "delivery": "Transactional", "transactionalIdPrefix": "orders"})
+    assert (transactional.delivery, transactional.transactional_id_prefix) == ("transactional", "orders")
+    for options, message in [
+        ({"delivery": "transactional"}, "'delivery' and 'transactionalIdPrefix': delivery='transactional' needs"),
+        ({"delivery": "transactional", "transactionalIdPrefix": "a b"}, "needs transactional_id_prefix"),
+        ({"transactionalIdPrefix": "orders"}, "transactional_id_prefix is only for delivery='transactional'"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            parse_options({**base, **options}, streaming=True)
     with pytest.raises(ConfigError, match=r"Kafka option 'kafka\.transactional\.id' is not accepted"):
         parse_options({**base, "kafka.transactional.id": "tx"}, streaming=True)
     with pytest.raises(ConfigError, match="option 'delivery' must be 'atLeastOnce' or 'transactional'"):

@@ -18,6 +18,7 @@ from typing import Any
 from aioproducer.errors import ConfigError
 from aioproducer.spark._deps import require
 from aioproducer.spark.report import PublishReport, TaskReport
+from aioproducer.spark.transactional import AT_LEAST_ONCE
 
 __all__ = [
     "ABORTED",
@@ -64,6 +65,7 @@ class BatchReport:
                 "outcome": self.outcome,
                 "earlier_runs": self.earlier_runs,
                 "written_ms": self.written_ms,
+                "delivery": self.report.delivery,
                 "tasks": [t.as_dict() for t in self.report.tasks],
             }
         )
@@ -75,7 +77,7 @@ class BatchReport:
         return cls(
             document["batch_id"],
             document["outcome"],
-            PublishReport(tasks),
+            PublishReport(tasks, delivery=document.get("delivery", AT_LEAST_ONCE)),
             document["earlier_runs"],
             document["written_ms"],
         )

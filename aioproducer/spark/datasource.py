@@ -5,10 +5,9 @@ Python Data Source API, over the same checks and executor code as `publish`. Imp
 A streaming write publishes each micro-batch as a batch write does, one task per Spark partition, each with a
 producer from its worker's cache; the micro-batch's commit (on the driver) merges the task reports, writes them under
 `reportPath`, and fails the query on undelivered records (failOnError). Delivery is at-least-once: Spark runs a task
-again after a failure, and a whole micro-batch again when the query restarts before the batch was committed.
-Exactly-once will put each task's records in a transaction whose id is `<kafka.transactional.id>-<partition>`
-(stable across retries and restarts, so a retry fences the attempt it replaces) and commit it with the micro-batch;
-it waits for transactions in the producer.
+again after a failure, and a whole micro-batch again when the query restarts before the batch was committed. With
+`delivery=transactional`, each task writes its rows in a transaction of its own whose id is
+`<transactionalIdPrefix>-<partition>` (`transactional.py`, as `publish`), committed when the task's data ends.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from aioproducer.spark.options import PublishOptions, parse_options
 from aioproducer.spark.report import PublishError, PublishReport, TaskReport
 from aioproducer.spark.schema import check_schema
 from aioproducer.spark.task import TaskPlan, run_task
+from aioproducer.spark.transactional import TRANSACTIONAL
 
 __all__ = ["FORMAT", "KafkaDataSource", "KafkaStreamWriter", "KafkaWriter", "register"]
 
@@ -47,30 +47,37 @@ class TaskCommit(_WriterCommitMessage):  # type: ignore[misc]
         self.report = report
 
 
-def _merged(messages: Sequence[TaskCommit | None]) -> PublishReport:
-    return PublishReport(tuple(m.report for m in messages if m is not None))
+def _merged(messages: Sequence[TaskCommit | None], delivery: str) -> PublishReport:
+    return PublishReport(tuple(m.report for m in messages if m is not None), delivery=delivery)
+
+
+def _kept(delivery: str) -> str:
+    # What Kafka keeps of a failed job or micro-batch: there is no rollback of what finished tasks wrote.
+    if delivery == TRANSACTIONAL:
+        return "the transactions its finished tasks committed stay visible, failed tasks' are aborted"
+    return "what its finished tasks delivered stays in Kafka"
 
 
 class KafkaWriter(_DataSourceArrowWriter):  # type: ignore[misc]
     """Publishes each task's Arrow batches; `commit` merges the reports and fails the job on undelivered records."""
 
-    def __init__(self, plan: TaskPlan, fail_on_error: bool) -> None:
+    def __init__(self, plan: TaskPlan, settings: PublishOptions) -> None:
         self.plan = plan
-        self.fail_on_error = fail_on_error
+        self.fail_on_error = settings.fail_on_error
+        self.delivery = settings.delivery
 
     def write(self, iterator: Iterator[Any]) -> TaskCommit:
         return TaskCommit(run_task(iterator, self.plan))
 
     def commit(self, messages: Sequence[TaskCommit | None]) -> None:
-        report = _merged(messages)
+        report = _merged(messages, self.delivery)
         if not report.ok and self.fail_on_error:
             raise PublishError(report)
         log.log(logging.WARNING if report.may_have_duplicates or not report.ok else logging.INFO, report.summary())
 
     def abort(self, messages: Sequence[TaskCommit | None]) -> None:
-        # Kafka has no rollback: what the finished tasks delivered stays written.
-        report = _merged(messages)
-        log.warning("the Spark job failed; what its finished tasks delivered stays in Kafka:\n%s", report.summary())
+        report = _merged(messages, self.delivery)
+        log.warning("the Spark job failed; %s:\n%s", _kept(self.delivery), report.summary())
 
 
 class KafkaStreamWriter(_StreamWriter):  # type: ignore[misc]
@@ -79,6 +86,7 @@ class KafkaStreamWriter(_StreamWriter):  # type: ignore[misc]
     def __init__(self, plan: TaskPlan, settings: PublishOptions, arrow_schema: Any) -> None:
         self.plan = plan
         self.fail_on_error = settings.fail_on_error
+        self.delivery = settings.delivery
         self.report_path = settings.report_path
         self.arrow_schema = arrow_schema  # only for Spark 4.0's Rows
 
@@ -87,7 +95,7 @@ class KafkaStreamWriter(_StreamWriter):  # type: ignore[misc]
         return TaskCommit(run_task(batches, self.plan))
 
     def commit(self, messages: Sequence[TaskCommit | None], batchId: int) -> None:
-        report = _merged(messages)
+        report = _merged(messages, self.delivery)
         failed = not report.ok and self.fail_on_error
         batch = self._record(batchId, FAILED if failed else COMMITTED, report)
         if failed:
@@ -96,8 +104,8 @@ class KafkaStreamWriter(_StreamWriter):  # type: ignore[misc]
         log.log(logging.WARNING if batch.may_have_duplicates or not report.ok else logging.INFO, batch.summary())
 
     def abort(self, messages: Sequence[TaskCommit | None], batchId: int) -> None:
-        batch = self._record(batchId, ABORTED, _merged(messages))
-        log.warning("a task failed; what finished tasks delivered stays in Kafka: %s", batch.summary())
+        batch = self._record(batchId, ABORTED, _merged(messages, self.delivery))
+        log.warning("a task failed; %s: %s", _kept(self.delivery), batch.summary())
 
     def _record(self, batch_id: int, outcome: str, report: PublishReport) -> BatchReport:
         if self.report_path is None:
@@ -129,7 +137,7 @@ class KafkaDataSource(_DataSource):  # type: ignore[misc]
         _refuse_overwrite(overwrite)
         settings = parse_options(dict(self.options))
         check_schema(schema, settings.topic)
-        return KafkaWriter(TaskPlan.from_options(settings), settings.fail_on_error)
+        return KafkaWriter(TaskPlan.from_options(settings), settings)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> KafkaStreamWriter:
         _refuse_overwrite(overwrite)

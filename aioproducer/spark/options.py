@@ -1,7 +1,7 @@
 """The options of a Spark publish as Spark's Kafka sink spells them (`kafka.*`, `topic`), plus our own (`failOnError`,
-`chunkRows`, `producerCache`, `producerCacheTimeoutMs`, `delivery`, `reportPath`): checked on the driver before any
-task runs; `${env:NAME}` / `${file:PATH}` values resolved where the producer runs. Imports no Spark and builds no
-producer.
+`chunkRows`, `producerCache`, `producerCacheTimeoutMs`, `delivery`, `transactionalIdPrefix`, `reportPath`): checked
+on the driver before any task runs; `${env:NAME}` / `${file:PATH}` values resolved where the producer runs. Imports
+no Spark and builds no producer.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from aioproducer import ProducerConfig
 from aioproducer.errors import ConfigError, FeatureNotAvailableError
+from aioproducer.spark.transactional import AT_LEAST_ONCE, TRANSACTIONAL, check_delivery
 
 __all__ = [
     "AT_LEAST_ONCE",
@@ -28,14 +29,16 @@ KAFKA_PREFIX = "kafka."
 DEFAULT_CHUNK_ROWS = 4096
 # A Python worker Spark keeps idle for a minute is stopped anyway (PythonWorkerFactory's idle timeout).
 DEFAULT_CACHE_TIMEOUT_MS = 60_000
-AT_LEAST_ONCE, TRANSACTIONAL = "atleastonce", "transactional"
 _MAX_CHUNK_ROWS = 1_000_000
 _MAX_CACHE_TIMEOUT_MS = 24 * 3600 * 1000
 # Our own options, matched case-insensitively: Spark's Python Data Source hands options over lower-cased.
 _TOPIC, _FAIL_ON_ERROR, _CHUNK_ROWS = "topic", "failonerror", "chunkrows"
 _CACHE, _CACHE_TIMEOUT, _DELIVERY, _REPORT_PATH = "producercache", "producercachetimeoutms", "delivery", "reportpath"
+_TXN_PREFIX = "transactionalidprefix"
 _CHECKPOINT = "checkpointlocation"  # Spark passes a streaming query's checkpoint location to its sink: not ours
-_OWN = {_TOPIC, _FAIL_ON_ERROR, _CHUNK_ROWS, _CACHE, _CACHE_TIMEOUT, _DELIVERY, _REPORT_PATH, _CHECKPOINT}
+_OWN = {_TOPIC, _FAIL_ON_ERROR, _CHUNK_ROWS, _CACHE, _CACHE_TIMEOUT, _DELIVERY, _TXN_PREFIX, _REPORT_PATH, _CHECKPOINT}
+# The `delivery` option's spellings (case, '-' and '_' ignored) and the modes they name.
+_DELIVERY_SPELLINGS = {"atleastonce": AT_LEAST_ONCE, "transactional": TRANSACTIONAL}
 _BOOLEANS = {"true": True, "false": False}
 # Spark's KafkaSourceProvider rejects these for the sink: the columns are already bytes (ByteArraySerializer).
 _SERIALIZER_KEYS = {"key.serializer": "keys", "value.serializer": "values"}
@@ -46,7 +49,8 @@ _PLACEHOLDER = re.compile(r"\$\{(?P<provider>env|file):(?P<name>[^}]+)\}")
 
 @dataclass(frozen=True)
 class PublishOptions:
-    """A checked publish request. `producer_config` has Java keys without `kafka.`, placeholders unresolved."""
+    """A checked publish request. `producer_config` has Java keys without `kafka.`, placeholders unresolved;
+    `delivery` is `transactional.AT_LEAST_ONCE` or `TRANSACTIONAL` (then with its `transactional_id_prefix`)."""
 
     producer_config: Mapping[str, str]
     topic: str | None
@@ -56,6 +60,7 @@ class PublishOptions:
     producer_cache_timeout_ms: int = DEFAULT_CACHE_TIMEOUT_MS
     delivery: str = AT_LEAST_ONCE
     report_path: str | None = None
+    transactional_id_prefix: str | None = None
 
 
 def parse_options(
@@ -86,11 +91,16 @@ def parse_options(
         raise ConfigError(
             f"unknown option(s) {unknown}: producer settings take the prefix 'kafka.' (e.g. 'kafka.linger.ms'); "
             "other options are 'topic', 'failOnError', 'chunkRows', 'producerCache', 'producerCacheTimeoutMs', "
-            "'delivery' and (streaming) 'reportPath'"
+            "'delivery', 'transactionalIdPrefix' and (streaming) 'reportPath'"
         )
     if _REPORT_PATH in own and not streaming:
         raise ConfigError("option 'reportPath' is for writeStream; a batch publish returns its report (publish())")
     delivery = _delivery(own.get(_DELIVERY), producer_config)
+    prefix = own.get(_TXN_PREFIX)
+    try:
+        check_delivery(delivery, prefix)
+    except ConfigError as exc:
+        raise ConfigError(f"in the options 'delivery' and 'transactionalIdPrefix': {exc}") from None
     check_producer_config(producer_config)
     return PublishOptions(
         producer_config=producer_config,
@@ -103,26 +113,17 @@ def parse_options(
         ),
         delivery=delivery,
         report_path=own.get(_REPORT_PATH) or None,
+        transactional_id_prefix=prefix,
     )
 
 
 def _delivery(option: str | None, producer_config: Mapping[str, str]) -> str:
-    spelled = (option or AT_LEAST_ONCE).strip().lower().replace("-", "").replace("_", "")
-    if spelled not in (AT_LEAST_ONCE, TRANSACTIONAL):
+    spelled = (option or "atLeastOnce").strip().lower().replace("-", "").replace("_", "")
+    if spelled not in _DELIVERY_SPELLINGS:
         raise ConfigError(f"option 'delivery' must be 'atLeastOnce' or 'transactional', got {option!r}")
     if "transactional.id" in producer_config:
-        check_producer_config(producer_config)  # refuses it, naming publish(..., delivery='transactional')
-    if spelled == TRANSACTIONAL:
-        # The writer forms are laid out for it: each Spark partition would write in a transaction whose id is
-        # `<prefix>-<partition>`, stable across task retries and query restarts, so that a retry fences the
-        # attempt it replaces (KIP-98). Batch DataFrames have it through publish(..., delivery="transactional").
-        raise FeatureNotAvailableError(
-            "option delivery='transactional' is not available for df.write / df.writeStream yet: use "
-            "aioproducer.spark.publish(df, ..., delivery='transactional', transactional_id_prefix=...) for batch "
-            "DataFrames; the writers publish with idempotent producers (at-least-once when Spark runs a task or "
-            "micro-batch again)"
-        )
-    return spelled
+        check_producer_config(producer_config)  # refuses it, naming delivery='transactional'
+    return _DELIVERY_SPELLINGS[spelled]
 
 
 def check_producer_config(config: Mapping[str, str]) -> None:
@@ -142,7 +143,8 @@ def check_producer_config(config: Mapping[str, str]) -> None:
     if "transactional.id" in config:
         raise ConfigError(
             "Kafka option 'kafka.transactional.id' is not accepted: publish with delivery='transactional' and "
-            "transactional_id_prefix, which gives each Spark partition its own transactional id"
+            "transactional_id_prefix (options 'delivery' and 'transactionalIdPrefix'), which gives each Spark "
+            "partition its own transactional id"
         )
     resolved = resolve_placeholders(config, strict=False)
     try:

@@ -9,8 +9,9 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from aioproducer.errors import ConfigError
 from aioproducer.spark._deps import require
-from aioproducer.spark.options import parse_options
+from aioproducer.spark.options import PublishOptions, parse_options
 from aioproducer.spark.report import REPORT_DDL, PublishError, PublishReport, TaskReport
 from aioproducer.spark.schema import check_schema
 from aioproducer.spark.task import TaskPlan, publish_partition
@@ -41,17 +42,19 @@ def publish(
 
     `delivery="transactional"` with `transactional_id_prefix` publishes each task's rows in one Kafka transaction
     (transactional id `<prefix>-<partition>`): a retried task fences the attempt before it, so read_committed readers
-    see each row of a retried task once; a record not delivered fails its task (nothing of it is committed).
+    see each row of a retried task once; a record not delivered fails its task (nothing of it is committed). The
+    options `delivery` and `transactionalIdPrefix` say the same; keywords and options must then agree.
     """
     require("pyarrow")
     require("pyspark.sql")
-    settings = parse_options(options or {}, topic, fail_on_error=fail_on_error)
-    check_delivery(delivery, transactional_id_prefix)
+    settings = _with_delivery(
+        parse_options(options or {}, topic, fail_on_error=fail_on_error), delivery, transactional_id_prefix
+    )
     columns = check_schema(df.schema, settings.topic)
     projected = df.select(*_projection(df, columns.present()))
     plan = TaskPlan.from_options(settings)
+    delivery = settings.delivery
     if delivery == TRANSACTIONAL:
-        plan = dataclasses.replace(plan, transactional_id_prefix=transactional_id_prefix)
         warn_if_speculative(_speculation_on(df))
     task = functools.partial(publish_partition, plan=plan)
     rows = projected.mapInArrow(task, REPORT_DDL).collect()
@@ -61,6 +64,20 @@ def publish(
     if settings.fail_on_error and not report.ok:
         raise PublishError(report)
     return report
+
+
+def _with_delivery(settings: PublishOptions, delivery: str, prefix: str | None) -> PublishOptions:
+    """The delivery mode of the keywords, or else of the options (`delivery`, `transactionalIdPrefix`)."""
+    if delivery == AT_LEAST_ONCE and prefix is None:
+        return settings
+    check_delivery(delivery, prefix)
+    chosen = (delivery, prefix)
+    if settings.delivery != AT_LEAST_ONCE and (settings.delivery, settings.transactional_id_prefix) != chosen:
+        raise ConfigError(
+            f"delivery={delivery!r}, transactional_id_prefix={prefix!r} and the options 'delivery', "
+            "'transactionalIdPrefix' disagree: give one of them"
+        )
+    return dataclasses.replace(settings, delivery=delivery, transactional_id_prefix=prefix)
 
 
 def _projection(df: Any, present: dict[str, str]) -> list[Any]:

@@ -57,6 +57,7 @@ class TaskPlan:
             options.chunk_rows,
             producer_cache=options.producer_cache,
             producer_cache_timeout_ms=options.producer_cache_timeout_ms,
+            transactional_id_prefix=options.transactional_id_prefix,
         )
 
 
