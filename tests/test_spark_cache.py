@@ -143,6 +143,8 @@ def test_run_task_keeps_its_producer_only_where_spark_reuses_workers(
     monkeypatch.setenv("SPARK_REUSE_WORKER", "1")
     reports = [run_task([batch], plan) for _ in range(3)]
     assert [r.new_producer for r in reports] == [True, False, False]
+    # The started producer's connections are the first task's; the next tasks reuse them.
+    assert reports[0].connections_opened >= 1 and [r.connections_opened for r in reports[1:]] == [0, 0]
     assert [r.delivered for r in reports] == [3, 3, 3]
     no_cache = TaskPlan(plan.producer_config, topic, chunk_rows=2, producer_cache=False)
     assert run_task([batch], no_cache).new_producer

@@ -104,6 +104,7 @@ def test_a_task_outside_spark_uses_its_partitions_transactional_id(kafka_cluster
     plan = TaskPlan({"bootstrap.servers": bootstrap}, topic, chunk_rows=7, transactional_id_prefix="unit")
     report = run_task([batch], plan)
     assert (report.spark_partition, report.delivered, report.failed) == (0, 25, 0)
+    assert report.new_producer and report.connections_opened >= 1  # a transactional task starts its own
     assert values(bootstrap, topic, "read_committed") == sorted(b"r%d" % i for i in range(25))
 
 

@@ -86,6 +86,14 @@ class Lease:
     def send_many(self, records: Any) -> concurrent.futures.Future[list[Any]]:
         return self.loop_thread.submit(self.producer.send_many(records))
 
+    def connections_opened(self) -> int:
+        """The producer's `connection-creation-total` so far (read on its loop, where the metrics change)."""
+        return self.loop_thread.call(_connections_opened(self.producer))
+
+
+async def _connections_opened(producer: Producer) -> int:
+    return int(producer.metrics().producer["connection-creation-total"])
+
 
 class ProducerCache:
     """Producers by settings (Java-named strings), on one loop thread. `created` and `closed` count producers."""

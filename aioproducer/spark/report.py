@@ -32,7 +32,8 @@ _MAX_MESSAGE_CHARS = 500
 REPORT_DDL = (
     "spark_partition int, attempt int, stage_id int, delivered long, failed long, elapsed_ms long, "
     "offsets array<struct<topic:string,partition:int,first_offset:long,last_offset:long,records:long>>, "
-    "errors array<struct<spark_partition:int,row:long,error:string,message:string>>, new_producer boolean"
+    "errors array<struct<spark_partition:int,row:long,error:string,message:string>>, new_producer boolean, "
+    "connections_opened long"
 )
 
 
@@ -61,6 +62,7 @@ def arrow_schema(pa: Any) -> Any:
             ("offsets", pa.list_(offsets)),
             ("errors", pa.list_(errors)),
             ("new_producer", pa.bool_()),
+            ("connections_opened", pa.int64()),
         ]
     )
 
@@ -94,7 +96,9 @@ class RecordError:
 class TaskReport:
     """What one Spark task published. `attempt` > 0 means earlier attempts of this partition ran (and may have
     published some of its rows: possible duplicates). `new_producer`: the task started a producer, rather than
-    borrowing the one an earlier task of its Python worker left in the cache."""
+    borrowing the one an earlier task of its Python worker left in the cache (each start sends one InitProducerId);
+    `connections_opened`: broker connections its producer opened for it (all of a new producer's, a borrowed one's
+    reconnections during the task)."""
 
     spark_partition: int
     attempt: int
@@ -105,6 +109,7 @@ class TaskReport:
     offsets: tuple[PartitionOffsets, ...] = ()
     errors: tuple[RecordError, ...] = ()
     new_producer: bool = False
+    connections_opened: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The row `REPORT_DDL` describes."""
@@ -116,7 +121,9 @@ class TaskReport:
     @classmethod
     def from_dict(cls, row: Mapping[str, Any]) -> TaskReport:
         """From a report row (`Row.asDict(recursive=True)` on the driver)."""
-        fields = {name: row[name] for name in cls.__dataclass_fields__ if name not in ("offsets", "errors")}
+        fields = {
+            name: row[name] for name in cls.__dataclass_fields__ if name not in ("offsets", "errors") and name in row
+        }
         fields["new_producer"] = bool(fields["new_producer"])
         return cls(
             **fields,
@@ -286,7 +293,9 @@ class TaskTally:
             message = str(error)[:_MAX_MESSAGE_CHARS]
             self.errors.append(RecordError(self.spark_partition, row, type(error).__name__, message))
 
-    def report(self, attempt: int, stage_id: int, elapsed_ms: int, *, new_producer: bool = False) -> TaskReport:
+    def report(
+        self, attempt: int, stage_id: int, elapsed_ms: int, *, new_producer: bool = False, connections_opened: int = 0
+    ) -> TaskReport:
         offsets = tuple(
             PartitionOffsets(topic, partition, *stats) for (topic, partition), stats in sorted(self._offsets.items())
         )
@@ -300,4 +309,5 @@ class TaskTally:
             offsets,
             tuple(self.errors),
             new_producer,
+            connections_opened,
         )

@@ -82,12 +82,14 @@ def run_task(batches: Iterable[Any], plan: TaskPlan) -> TaskReport:
             # One producer per task: its transactional id is the Spark partition's, never shared through the cache.
             config = resolve_placeholders(plan.producer_config, strict=True)
             chunks = _chunks(batches, plan)
-            asyncio.run(publish_in_transaction(chunks, config, plan.transactional_id_prefix, partition, tally))
-            new_producer = True
+            connections = asyncio.run(
+                publish_in_transaction(chunks, config, plan.transactional_id_prefix, partition, tally)
+            )
+            new_producer = connections > 0
         else:
-            new_producer = _publish(_chunks(batches, plan), plan, tally)
+            new_producer, connections = _publish(_chunks(batches, plan), plan, tally)
     elapsed_ms = round((time.monotonic() - started) * 1000)
-    return tally.report(attempt, stage, elapsed_ms, new_producer=new_producer)
+    return tally.report(attempt, stage, elapsed_ms, new_producer=new_producer, connections_opened=connections)
 
 
 @contextlib.contextmanager
@@ -109,14 +111,16 @@ def _chunks(batches: Iterable[Any], plan: TaskPlan) -> Iterator[list[ProducerRec
             yield records_from_arrow(batch.slice(start, plan.chunk_rows), plan.topic)
 
 
-def _publish(chunks: Iterator[list[ProducerRecord]], plan: TaskPlan, tally: TaskTally) -> bool:
-    """Send every chunk through a borrowed producer; whether the task had to start that producer."""
+def _publish(chunks: Iterator[list[ProducerRecord]], plan: TaskPlan, tally: TaskTally) -> tuple[bool, int]:
+    """Send every chunk through a borrowed producer; whether the task had to start that producer, and how many
+    connections the producer opened for the task."""
     first = next(chunks, None)
     if first is None:
-        return False  # an empty partition borrows no producer
+        return False, 0  # an empty partition borrows no producer
     config = resolve_placeholders(plan.producer_config, strict=True)
     keep = plan.producer_cache and bool(os.environ.get(_REUSE_WORKER))
     with shared_cache().lease(config, keep=keep, idle_timeout_s=plan.producer_cache_timeout_ms / 1000) as lease:
+        opened_before = 0 if lease.created else lease.connections_opened()
         pending: _Pending = deque()
         try:
             row = 0
@@ -134,7 +138,7 @@ def _publish(chunks: Iterator[list[ProducerRecord]], plan: TaskPlan, tally: Task
                 future.cancel()
             concurrent.futures.wait([future for _, future in pending])
         lease.suspect |= tally.producer_suspect
-        return lease.created
+        return lease.created, lease.connections_opened() - opened_before
 
 
 def _settle(entry: tuple[int, concurrent.futures.Future[list[Any]]], tally: TaskTally, lease: Lease) -> None:

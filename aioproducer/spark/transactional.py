@@ -67,12 +67,13 @@ async def publish_in_transaction(
     prefix: str,
     spark_partition: int,
     tally: TaskTally,
-) -> None:
+) -> int:
     """Publish one task's records in one transaction and commit it; on any error abort and raise, so that Spark
-    retries the task (a record refused by Kafka would only be refused again: the task fails after its retries)."""
+    retries the task (a record refused by Kafka would only be refused again: the task fails after its retries).
+    Returns how many broker connections the task's producer opened (0: an empty partition starts none)."""
     first = next(chunks, None)
     if first is None:
-        return  # an empty partition opens no transaction
+        return 0  # an empty partition opens no transaction
     settings = {**config, "transactional.id": transactional_id(prefix, spark_partition)}
     async with Producer(config=settings) as producer, producer.transaction():
         pending: deque[tuple[int, asyncio.Future[_Results]]] = deque()
@@ -98,6 +99,7 @@ async def publish_in_transaction(
                 f"{tally.failed} record(s) of Spark partition {spark_partition} were not delivered: its transaction "
                 "is aborted and the task fails (Spark retries it)"
             )
+    return int(producer.metrics().producer["connection-creation-total"])
 
 
 def _prepend(first: list[ProducerRecord], rest: Iterator[list[ProducerRecord]]) -> Iterator[list[ProducerRecord]]:

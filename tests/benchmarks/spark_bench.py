@@ -3,6 +3,7 @@ Kafka sink (`spark-sql-kafka-0-10`), on one real Apache Kafka node.
 
     python -m tests.benchmarks.spark_bench publish [--rows N] [--bootstrap host:port]   # publish() alone
     python -m tests.benchmarks.spark_bench versus [--rows N] [--rounds R] [--quick]      # ours vs Spark's sink
+    python -m tests.benchmarks.spark_bench floor [--rows N]                              # Spark alone, no Kafka
     python -m tests.benchmarks.spark_bench cache [--seconds S]                           # 1 s trigger, cache on/off
 
 `versus` runs batch `df.write.format("kafka")` against `aioproducer.spark.publish`, and `writeStream.format("kafka")`
@@ -222,11 +223,15 @@ def versus(args: argparse.Namespace) -> None:
         frame = rows_frame(spark, args.rows)
         inbox = Path(scratch) / "inbox"
         frame.repartition(STREAM_FILES).write.parquet(str(inbox))
-        # Warm-up: start the Python workers and load the connector's classes, as a long-lived job would have.
+        # Warm-up, batch and streaming: start the Python workers (and their producers), load and JIT-compile both
+        # sinks' classes, as a long-running job would have.
+        warm_inbox = Path(scratch) / "warm"
+        frame.limit(20_000).repartition(2).write.parquet(str(warm_inbox))
         for sink in ("kafka", "aioproducer"):
             topic = f"warm-{sink}-{uuid.uuid4().hex[:6]}"
             create_topic(bootstrap, topic, 4)
-            batch_run(sink, frame.limit(10_000), bootstrap, topic)
+            batch_run(sink, frame.limit(20_000), bootstrap, topic)
+            stream_run(sink, spark, warm_inbox, bootstrap, topic, Path(scratch))
         for round_number in range(args.rounds):
             order = ("kafka", "aioproducer") if round_number % 2 == 0 else ("aioproducer", "kafka")
             for mode in ("batch", "stream"):
@@ -281,15 +286,23 @@ def report(results: dict[str, Any], rows: int) -> None:
 
 
 def cache(args: argparse.Namespace) -> None:
-    """A rate source at `--rate` rows/s, 1-second trigger, for `--seconds`, with and without the producer cache."""
+    """A rate source at `--rate` rows/s, 1-second trigger, for `--seconds`, with and without the producer cache,
+    then with delivery=transactional (one producer and one transaction per task)."""
     lines = [
         "",
-        "| producerCache | micro-batches | task ms p50 | task ms p90 | addBatch ms p50 | producers started |",
-        "|---|---|---|---|---|---|",
+        "| producerCache (delivery) | micro-batches | task ms p50 | task ms p90 | addBatch ms p50 | producers started "
+        "(= InitProducerId calls) | broker connections opened |",
+        "|---|---|---|---|---|---|---|",
     ]
     with real_kafka() as cluster, tempfile.TemporaryDirectory(prefix="spark-cache-") as scratch:
         spark = spark_session()
-        for round_number, cached in enumerate(("true", "false", "true", "false")[: 2 * args.rounds]):
+        modes = [*("true", "false", "true", "false")[: 2 * args.rounds], "transactional"]
+        for round_number, cached in enumerate(modes):
+            delivery = (
+                {"delivery": "transactional", "transactionalIdPrefix": f"cache-bench-{round_number}"}
+                if cached == "transactional"
+                else {"producerCache": cached}
+            )
             topic = f"cache-{cached}-{round_number}"
             create_topic(cluster.bootstrap_servers, topic, 4)
             reports = Path(scratch) / f"reports-{round_number}"
@@ -302,23 +315,34 @@ def cache(args: argparse.Namespace) -> None:
                 .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
                 .options(**PRODUCER)
                 .option("topic", topic)
-                .option("producerCache", cached)
+                .options(**delivery)
                 .option("reportPath", str(reports))
                 .option("checkpointLocation", str(Path(scratch) / f"checkpoint-{round_number}"))
                 .trigger(processingTime="1 second")
                 .start()
             )
+            # Measure once the query runs steadily: the rate source's backlog from start-up makes the first
+            # micro-batches large, and the first tasks start the Python workers.
+            settled = time.monotonic() + 300
+            while _batch_id(query) < 3 and time.monotonic() < settled:
+                time.sleep(0.5)
+            first = _batch_id(query)
             time.sleep(args.seconds)
-            progress = list(query.recentProgress)
+            progress = [p for p in query.recentProgress if p["batchId"] > first]
             query.stop()
-            batches = [b for b in read_batch_reports(reports) if b.outcome == "committed"][2:]  # past the start
+            batches = [b for b in read_batch_reports(reports) if b.outcome == "committed" and b.batch_id > first]
             tasks = [t for b in batches for t in b.report.tasks if t.delivered]
+            if not tasks or not progress:
+                lines.append(f"| {cached} | 0 | - | - | - | no micro-batch completed in {args.seconds} s | - |")
+                print(lines[-1], flush=True)
+                continue
             elapsed = sorted(t.elapsed_ms for t in tasks)
-            add_batch = [p["durationMs"].get("addBatch", 0) for p in progress[2:]]
+            add_batch = [p["durationMs"].get("addBatch", 0) for p in progress]
             p50, p90 = statistics.median(elapsed), elapsed[int(len(elapsed) * 0.9)]
             lines.append(
                 f"| {cached} | {len(batches)} | {p50:.0f} | {p90:.0f} | {statistics.median(add_batch):.0f} "
-                f"| {sum(t.new_producer for t in tasks)} of {len(tasks)} tasks |"
+                f"| {sum(t.new_producer for t in tasks)} of {len(tasks)} tasks "
+                f"| {sum(t.connections_opened for t in tasks)} |"
             )
             print(lines[-1], flush=True)
         spark.stop()
@@ -331,6 +355,106 @@ def cache(args: argparse.Namespace) -> None:
     RESULTS.mkdir(exist_ok=True)
     with open(RESULTS / "spark.md", "a") as file:
         file.write(text)
+
+
+def floor(args: argparse.Namespace) -> None:
+    """What Spark alone costs on the same rows, for reading the versus table: its JVM `noop` sink (rows produced,
+    nothing written) and a Python data source that only counts the Arrow batches it is handed (the path every
+    Python sink, ours included, pays before producing), batch and streaming, alternating."""
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="spark-floor-") as scratch:
+        spark = spark_session()
+        spark.dataSource.register(_counting_source())
+        frame = rows_frame(spark, args.rows)
+        inbox = Path(scratch) / "inbox"
+        frame.repartition(STREAM_FILES).write.parquet(str(inbox))
+        meter = Meter(set())
+        for round_number in range(args.rounds + 1):  # round 0 warms up
+            order = ("noop", "counting") if round_number % 2 == 0 else ("counting", "noop")
+            for mode in ("batch", "stream"):
+                for sink in order:
+                    run: dict[str, Any] = {"mode": mode, "sink": sink, "round": round_number}
+                    with meter.run(run):
+                        if mode == "batch":
+                            frame.write.format(sink).mode("append").save()
+                        else:
+                            source = spark.readStream.schema("key string, value string")
+                            source = source.option("maxFilesPerTrigger", 1).parquet(str(inbox))
+                            checkpoint = Path(scratch) / f"checkpoint-{sink}-{round_number}"
+                            query = source.writeStream.format(sink).option("checkpointLocation", str(checkpoint))
+                            query.trigger(availableNow=True).start().awaitTermination()
+                    if round_number:
+                        runs.append(run)
+                        print(_line(run, args.rows), flush=True)
+        spark.stop()
+    lines = [
+        "",
+        f"## What Spark alone costs: the same {args.rows:,} rows into sinks that publish nothing "
+        f"(medians of {args.rounds} rounds)",
+        "",
+        "| mode | sink | rows/s | client CPU-us/row |",
+        "|---|---|---|---|",
+    ]
+    for mode, label in (("batch", "df.write"), ("stream", "writeStream, 10 micro-batches")):
+        for sink, name in (("noop", 'Spark\'s format("noop") (JVM)'), ("counting", "a Python data source counting")):
+            chosen = [r for r in runs if r["mode"] == mode and r["sink"] == sink]
+            rate = statistics.median(args.rows / r["wall_s"] for r in chosen)
+            client = statistics.median(r["client_cpu_s"] / args.rows * 1e6 for r in chosen)
+            lines.append(f"| {label} | {name} | {rate:,.0f} | {client:.2f} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    with open(RESULTS / "spark.md", "a") as file:
+        file.write(text)
+
+
+def _counting_source() -> Any:
+    """A Python data source named "counting" whose writers read every Arrow batch and keep nothing. Built in a
+    function so that Spark pickles the classes by value (its workers cannot import this module)."""
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceStreamArrowWriter,
+        WriterCommitMessage,
+    )
+
+    class Counted(WriterCommitMessage):  # type: ignore[misc]
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+    def count(batches: Iterator[Any]) -> Counted:
+        return Counted(sum(batch.num_rows for batch in batches))
+
+    class CountingWriter(DataSourceArrowWriter):  # type: ignore[misc]
+        def write(self, iterator: Iterator[Any]) -> Counted:
+            return count(iterator)
+
+    class CountingStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+        def write(self, iterator: Iterator[Any]) -> Counted:
+            return count(iterator)
+
+        def commit(self, messages: Any, batchId: int) -> None:
+            pass
+
+        def abort(self, messages: Any, batchId: int) -> None:
+            pass
+
+    class Counting(DataSource):  # type: ignore[misc]
+        @classmethod
+        def name(cls) -> str:
+            return "counting"
+
+        def writer(self, schema: Any, overwrite: bool) -> CountingWriter:
+            return CountingWriter()
+
+        def streamWriter(self, schema: Any, overwrite: bool) -> CountingStreamWriter:
+            return CountingStreamWriter()
+
+    return Counting
+
+
+def _batch_id(query: Any) -> int:
+    progress = query.lastProgress
+    return -1 if progress is None else int(progress["batchId"])
 
 
 def publish_alone(args: argparse.Namespace) -> None:
@@ -352,7 +476,7 @@ def publish_alone(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=("publish", "versus", "cache", "all"), nargs="?", default="all")
+    parser.add_argument("command", choices=("publish", "versus", "floor", "cache", "all"), nargs="?", default="all")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=int, default=5_000, help="cache: rows per second of the rate source")
@@ -365,9 +489,10 @@ def main(argv: list[str] | None = None) -> None:
     commands: dict[str, Callable[[argparse.Namespace], None]] = {
         "publish": publish_alone,
         "versus": versus,
+        "floor": floor,
         "cache": cache,
     }
-    for name in ("versus", "cache") if args.command == "all" else (args.command,):
+    for name in ("versus", "floor", "cache") if args.command == "all" else (args.command,):
         commands[name](args)
 
 
