@@ -106,7 +106,8 @@ def bench(session: nox.Session) -> None:
     )
     session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
     # The Spark section (tests/benchmarks/spark_bench.py): aioproducer.spark against Spark's own Kafka sink on a real
-    # Kafka node, batch and streaming, then the producer cache; appends to results/spark.md.
+    # Kafka node, batch and streaming, what Spark alone costs (no Kafka), then the producer cache; writes
+    # results/spark.md.
     ensure_java_and_maven(session)
     session.install("-e", ".[spark,testing]")
     quick = ["--quick"] if "--quick" in session.posargs else []

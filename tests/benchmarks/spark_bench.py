@@ -200,7 +200,8 @@ def batch_run(sink: str, frame: Any, bootstrap: str, topic: str) -> None:
         frame.write.format("kafka").options(**options).option("topic", topic).save()
 
 
-def stream_run(sink: str, spark: Any, inbox: Path, bootstrap: str, topic: str, work: Path) -> None:
+def stream_run(sink: str, spark: Any, inbox: Path, bootstrap: str, topic: str, work: Path) -> dict[str, int]:
+    """Run the query over every file (availableNow); return its micro-batches' `durationMs`, summed by phase."""
     source = spark.readStream.schema("key string, value string").option("maxFilesPerTrigger", 1).parquet(str(inbox))
     writer = source.writeStream.format(sink).options(**{"kafka.bootstrap.servers": bootstrap, **PRODUCER})
     writer = writer.option("topic", topic).option("checkpointLocation", str(work / f"checkpoint-{topic}"))
@@ -208,6 +209,11 @@ def stream_run(sink: str, spark: Any, inbox: Path, bootstrap: str, topic: str, w
     query.awaitTermination()
     if query.exception() is not None:
         raise RuntimeError(f"the {sink} streaming query failed: {query.exception()}")
+    phases: dict[str, int] = {}
+    for progress in query.recentProgress:
+        for phase, ms in (progress["durationMs"] or {}).items():
+            phases[phase] = phases.get(phase, 0) + int(ms)
+    return phases
 
 
 def versus(args: argparse.Namespace) -> None:
@@ -243,7 +249,7 @@ def versus(args: argparse.Namespace) -> None:
                         if mode == "batch":
                             batch_run(sink, frame, bootstrap, topic)
                         else:
-                            stream_run(sink, spark, inbox, bootstrap, topic, Path(scratch))
+                            run["phases_ms"] = stream_run(sink, spark, inbox, bootstrap, topic, Path(scratch))
                     run["records"] = records_in(bootstrap, topic)
                     if run["records"] != args.rows:
                         raise RuntimeError(f"{mode} {sink}: {run['records']} records on the broker, not {args.rows}")
@@ -278,11 +284,34 @@ def report(results: dict[str, Any], rows: int) -> None:
             client = statistics.median(r["client_cpu_s"] / rows * 1e6 for r in runs)
             broker = statistics.median(r["broker_cpu_s"] / rows * 1e6 for r in runs)
             lines.append(f"| {label} | {name} | {rate:,.0f} | {client:.2f} | {broker:.2f} |")
+    lines += _phases_table(results["runs"])
     text = "\n".join(lines) + "\n"
     print(text)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "spark.md").write_text(text)
     (RESULTS / "spark.json").write_text(json.dumps(results, indent=1))
+
+
+def _phases_table(runs: list[dict[str, Any]]) -> list[str]:
+    """Where the streaming runs' time went: Spark's `durationMs` phases, summed over the 10 micro-batches (medians
+    of the rounds). `addBatch` is the write job (tasks and the sink's commit); `triggerExecution` the micro-batch."""
+    streamed = [r for r in runs if r["mode"] == "stream" and "phases_ms" in r]
+    if not streamed:
+        return []
+    phases = ["triggerExecution", "addBatch", "queryPlanning", "latestOffset", "walCommit", "commit"]
+    lines = [
+        "",
+        "Streaming, Spark's `durationMs` summed over the micro-batches of a run (medians), and the run's wall time:",
+        "",
+        "| sink | wall ms | " + " | ".join(phases) + " |",
+        "|---|---" + "|---" * len(phases) + "|",
+    ]
+    for sink, name in (("kafka", 'Spark\'s format("kafka")'), ("aioproducer", "aioproducer")):
+        chosen = [r for r in streamed if r["sink"] == sink]
+        wall = statistics.median(r["wall_s"] * 1000 for r in chosen)
+        cells = [f"{statistics.median(r['phases_ms'].get(p, 0) for r in chosen):,.0f}" for p in phases]
+        lines.append(f"| {name} | {wall:,.0f} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def cache(args: argparse.Namespace) -> None:
@@ -417,18 +446,18 @@ def _counting_source() -> Any:
         WriterCommitMessage,
     )
 
-    class Counted(WriterCommitMessage):  # type: ignore[misc]
+    class Counted(WriterCommitMessage):
         def __init__(self, rows: int) -> None:
             self.rows = rows
 
     def count(batches: Iterator[Any]) -> Counted:
         return Counted(sum(batch.num_rows for batch in batches))
 
-    class CountingWriter(DataSourceArrowWriter):  # type: ignore[misc]
+    class CountingWriter(DataSourceArrowWriter):
         def write(self, iterator: Iterator[Any]) -> Counted:
             return count(iterator)
 
-    class CountingStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+    class CountingStreamWriter(DataSourceStreamArrowWriter):
         def write(self, iterator: Iterator[Any]) -> Counted:
             return count(iterator)
 
@@ -438,7 +467,7 @@ def _counting_source() -> Any:
         def abort(self, messages: Any, batchId: int) -> None:
             pass
 
-    class Counting(DataSource):  # type: ignore[misc]
+    class Counting(DataSource):
         @classmethod
         def name(cls) -> str:
             return "counting"
