@@ -298,7 +298,7 @@ def _phases_table(runs: list[dict[str, Any]]) -> list[str]:
     streamed = [r for r in runs if r["mode"] == "stream" and "phases_ms" in r]
     if not streamed:
         return []
-    phases = ["triggerExecution", "addBatch", "queryPlanning", "latestOffset", "walCommit", "commit"]
+    phases = ["triggerExecution", "addBatch", "queryPlanning", "latestOffset", "getBatch", "walCommit", "commitOffsets"]
     lines = [
         "",
         "Streaming, Spark's `durationMs` summed over the micro-batches of a run (medians), and the run's wall time:",
