@@ -125,10 +125,12 @@ async def test_the_connection_setup_timeout_doubles_per_failed_attempt() -> None
             await producer.close()
     lasted = [closed - accepted for accepted, closed in seen[:6]]
     assert len(lasted) == 6, lasted
-    # Lower bounds are the rule; upper bounds leave room for a loaded machine's late timers.
+    # Each attempt's timeout is the previous one doubled, capped at 800 ms, each with ±20 % jitter (KIP-601):
+    # 100, 200, 400, 800, 800, 800 ms. Lower bounds are the rule; upper bounds leave room for a loaded machine's
+    # late timers. Neighbouring nominal values differ by 2x, so their jittered ranges never overlap.
     assert lasted[0] < 0.45, lasted  # the base timeout (100 ms, or start()'s max_block_ms)
-    assert all(0.6 < t < 1.6 for t in lasted[4:6]), lasted  # doubled thrice, then capped: 800 ms ± 20 %
-    assert lasted[2] < lasted[3] < lasted[4] + 0.2, lasted
+    for attempt, nominal in ((1, 0.2), (2, 0.4), (3, 0.8), (4, 0.8), (5, 0.8)):
+        assert 0.8 * nominal - 0.01 < lasted[attempt] < 1.2 * nominal + 0.6, (attempt, lasted)
 
 
 async def test_connecting_for_metadata_honours_the_reconnect_backoff() -> None:

@@ -15,7 +15,8 @@ from aioproducer.errors import RecordTooLargeError, UnknownPartitionError
 from aioproducer.hooks import BatchWritten, HookChain, RequestDone
 from aioproducer.testing import ConsumedRecord, MockCluster
 
-FAST = {"linger_ms": 1, "retry_backoff_ms": 10, "reconnect_backoff_ms": 20}
+# max_block_ms: a send to a partition that does not exist waits this long for it to appear (Java waits max.block.ms).
+FAST = {"linger_ms": 1, "retry_backoff_ms": 10, "reconnect_backoff_ms": 20, "max_block_ms": 5000}
 PRODUCE, MESSAGE_TOO_LARGE = 0, 10
 
 

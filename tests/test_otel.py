@@ -22,7 +22,8 @@ from aioproducer.contrib.opentelemetry import OpenTelemetryHook
 from aioproducer.errors import UnknownPartitionError
 from aioproducer.testing import ConsumedRecord
 
-FAST = {"linger_ms": 1}
+# max_block_ms: a send to a partition that does not exist waits this long for it to appear (Java waits max.block.ms).
+FAST = {"linger_ms": 1, "max_block_ms": 5000}
 
 
 class Telemetry:
