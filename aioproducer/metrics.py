@@ -157,10 +157,24 @@ class ProducerMetrics:
         self.connection_close_total = 0
         self.epoch_bump_total = 0
         self.hook_error_total = 0
+        # record-size-avg: the buffered size of each record (validation.record_size), counted once per record on its
+        # batch's first send. Per batch, not per record: the record path stays untouched.
+        self.record_bytes_total = 0
+        self.records_sized = 0
+        # Call timings (Java's KafkaProducerMetrics): ns spent in each call, summed over calls. Java adds flush's
+        # time whatever the outcome and a transactional call's when it returns normally; so do we.
+        self.flush_time_ns_total = 0
+        self.metadata_wait_time_ns_total = 0
+        self.txn_init_time_ns_total = 0
+        self.txn_begin_time_ns_total = 0
+        self.txn_send_offsets_time_ns_total = 0
+        self.txn_commit_time_ns_total = 0
+        self.txn_abort_time_ns_total = 0
         self.closed_outgoing_bytes: dict[int, int] = {}
         self.closed_incoming_bytes: dict[int, int] = {}
 
-    def _topic(self, topic: str) -> _TopicStats:
+    def topic_stats(self, topic: str) -> _TopicStats:
+        """The topic's running totals (`records`, `bytes`, `uncompressed`, `retries`, `errors`), made on first use."""
         stats = self.topics.get(topic)
         if stats is None:
             stats = self.topics[topic] = _TopicStats()
@@ -174,17 +188,26 @@ class ProducerMetrics:
 
     # -- events -------------------------------------------------------------------------------------------------
     def batch_sent(
-        self, topic: str, records: int, wire_bytes: int, uncompressed_bytes: int, queue_time_ms: float | None
+        self,
+        topic: str,
+        records: int,
+        wire_bytes: int,
+        uncompressed_bytes: int,
+        queue_time_ms: float | None,
+        record_bytes: int = 0,
     ) -> None:
         """A batch went out in a Produce request (each attempt counts, as Java's record-send-total does);
-        `queue_time_ms` is given on its first attempt only."""
-        stats = self._topic(topic)
+        `queue_time_ms` and `record_bytes` (the records' buffered sizes, summed) are given on its first attempt."""
+        stats = self.topic_stats(topic)
         stats.records += records
         stats.bytes += wire_bytes
         stats.uncompressed += uncompressed_bytes
         self.batch_size.observe(wire_bytes)
         if queue_time_ms is not None:
             self.queue_time.observe(queue_time_ms)
+            if record_bytes:
+                self.record_bytes_total += record_bytes
+                self.records_sized += records
 
     def request_sent(self, node_id: int, records: int, request_bytes: int) -> None:
         stats = self._node(node_id)
@@ -203,10 +226,10 @@ class ProducerMetrics:
         self.delivery_latency.observe(latency_ms)
 
     def batch_failed(self, topic: str, records: int) -> None:
-        self._topic(topic).errors += records
+        self.topic_stats(topic).errors += records
 
     def batch_retried(self, topic: str, records: int) -> None:
-        self._topic(topic).retries += records
+        self.topic_stats(topic).retries += records
 
     def connection_closed(self, node_id: int, outgoing_bytes: int, incoming_bytes: int) -> None:
         self.connection_close_total += 1
@@ -234,6 +257,7 @@ class ProducerMetrics:
             "record-retry-total": sum(t.retries for t in topics),
             "byte-total": sum(t.bytes for t in topics),
             "batch-size-avg": self.batch_size.snapshot().avg,
+            "record-size-avg": self.record_bytes_total / self.records_sized if self.records_sized else 0.0,
             "batch-size-max": self.batch_size.max,
             "records-per-request-avg": self.records_per_request.avg,
             "compression-rate-avg": compressed / uncompressed if uncompressed else 1.0,
@@ -264,6 +288,13 @@ class ProducerMetrics:
             "producer-epoch": gauges.producer_epoch,
             "epoch-bump-total": self.epoch_bump_total,
             "hook-error-total": self.hook_error_total,
+            "flush-time-ns-total": self.flush_time_ns_total,
+            "metadata-wait-time-ns-total": self.metadata_wait_time_ns_total,
+            "txn-init-time-ns-total": self.txn_init_time_ns_total,
+            "txn-begin-time-ns-total": self.txn_begin_time_ns_total,
+            "txn-send-offsets-time-ns-total": self.txn_send_offsets_time_ns_total,
+            "txn-commit-time-ns-total": self.txn_commit_time_ns_total,
+            "txn-abort-time-ns-total": self.txn_abort_time_ns_total,
         }
         topic_metrics = {
             name: _frozen(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .delivery import BatchOutcome, Delivery, new_delivery
 from .errors import BufferExhaustedError
-from .hooks import BatchWritten, HookChain, RequestDone, load_interceptor
+from .hooks import BatchWritten, HookChain, RequestDone, TransactionEvent, load_interceptor
 from .metrics import Gauges, MetricsSnapshot, ProducerMetrics
 from .models import ProducerRecord, RecordMetadata
 from .protocol import ApiKey
@@ -83,13 +83,16 @@ class Observer:
                 continue
             count = closed.record_count
             wire = closed.size_in_bytes
-            # Uncompressed size: exact without compression, else estimated from the records' buffered sizes.
-            uncompressed = (
-                wire if not closed.compression else max(batch.reserved_bytes - count * self._record_overhead, wire)
-            )
+            # The records' buffered sizes (validation.record_size, summed): what buffer_memory holds for them less
+            # the fixed overhead per record. Gives record-size-avg, and the uncompressed size under compression.
+            record_bytes = batch.reserved_bytes - count * self._record_overhead
+            uncompressed = max(record_bytes, wire) if closed.compression else wire
             records += count
             request_bytes += wire
-            batch_sent(batch.topic, count, wire, uncompressed, now - batch.created_ms if not batch.attempts else None)
+            if batch.attempts:
+                batch_sent(batch.topic, count, wire, uncompressed, None)
+            else:
+                batch_sent(batch.topic, count, wire, uncompressed, now - batch.created_ms, record_bytes)
             if written:
                 self.hooks.batch_written(
                     BatchWritten(
@@ -167,6 +170,13 @@ class Observer:
     def batch_failed(self, batch: ProducerBatch, error: BaseException) -> None:
         self.metrics.batch_failed(batch.topic, batch.record_count)
         self.note_error(error)
+
+    def transaction_event(self, event: str, detail: TransactionEvent) -> None:
+        """A transactional step done (transactions.TransactionManager's events): to the hooks; fencing is an error."""
+        if event == "fenced" and detail.error is not None:
+            self.note_error(detail.error)
+            log.warning("transactional id %r was fenced: %s", detail.transactional_id, detail.error)
+        self.hooks.transaction(event, detail)
 
     def producer_id_set(self, producer_id: int, epoch: int, bumped: bool) -> None:
         if bumped:

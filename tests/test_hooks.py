@@ -12,7 +12,7 @@ import pytest
 
 from aioproducer import Producer, ProducerRecord, RecordMetadata
 from aioproducer.errors import RecordTooLargeError, UnknownPartitionError
-from aioproducer.hooks import BatchWritten, HookChain, RequestDone
+from aioproducer.hooks import BatchWritten, HookChain, RequestDone, TransactionEvent
 from aioproducer.testing import ConsumedRecord, MockCluster
 
 FAST = {"linger_ms": 1, "retry_backoff_ms": 10, "reconnect_backoff_ms": 20}
@@ -225,10 +225,11 @@ def test_hook_chain_calls_each_event_and_counts_failures() -> None:
 
     chain = HookChain([Some()], lambda: failures.append(1))
     chain.throttle(3, 120)
-    chain.transaction("commit", "txn-1")
+    committed = TransactionEvent("txn-1", 7, 0, 12.5)
+    chain.transaction("commit", committed)
     chain.request(RequestDone(1, "Produce", 9, 10, 1.0, None))
     chain.connect(1, "h", 1)  # nobody listens: nothing happens
-    assert seen == [("throttle", (3, 120)), ("commit", "txn-1")]
+    assert seen == [("throttle", (3, 120)), ("commit", committed)]
     assert failures == [1]
 
 
