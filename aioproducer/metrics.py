@@ -48,6 +48,19 @@ class Histogram:
         if value > self.max:
             self.max = value
 
+    def observe_all(self, values: list[float] | list[int]) -> None:
+        """`observe` each value: the producer's form, once per request for all its batches (one call, locals)."""
+        if not values:
+            return
+        buckets, bounds = self.buckets, self.bounds
+        for value in values:
+            buckets[bisect_left(bounds, value)] += 1
+        self.count += len(values)
+        self.sum += sum(values)
+        top = max(values)
+        if top > self.max:
+            self.max = top
+
     def snapshot(self) -> HistogramSnapshot:
         return HistogramSnapshot(self.bounds, tuple(self.buckets), self.count, self.sum, self.max)
 
@@ -196,8 +209,9 @@ class ProducerMetrics:
         queue_time_ms: float | None,
         record_bytes: int = 0,
     ) -> None:
-        """A batch went out in a Produce request (each attempt counts, as Java's record-send-total does);
-        `queue_time_ms` and `record_bytes` (the records' buffered sizes, summed) are given on its first attempt."""
+        """One batch sent (each attempt counts, as Java's record-send-total does); `queue_time_ms` and
+        `record_bytes` (the records' buffered sizes, summed) are given on its first attempt. The producer reports a
+        whole request at once (`request_written`); this per-batch form serves `MockProducer` and tests."""
         stats = self.topic_stats(topic)
         stats.records += records
         stats.bytes += wire_bytes
@@ -205,9 +219,28 @@ class ProducerMetrics:
         self.batch_size.observe(wire_bytes)
         if queue_time_ms is not None:
             self.queue_time.observe(queue_time_ms)
-            if record_bytes:
-                self.record_bytes_total += record_bytes
-                self.records_sized += records
+        if record_bytes:
+            self.record_bytes_total += record_bytes
+            self.records_sized += records
+
+    def request_written(
+        self,
+        node_id: int,
+        records: int,
+        request_bytes: int,
+        batch_sizes: list[int],
+        queue_times_ms: list[int],
+        sized_records: int,
+        sized_bytes: int,
+    ) -> None:
+        """A Produce request went out with batches of `batch_sizes` bytes; `queue_times_ms` of those on their first
+        attempt, whose `sized_records` records take `sized_bytes` buffered. The per-topic totals were added by the
+        caller (`topic_stats`), batch by batch: that loop is the one per-batch cost, so it stays in one place."""
+        self.batch_size.observe_all(batch_sizes)
+        self.queue_time.observe_all(queue_times_ms)
+        self.record_bytes_total += sized_bytes
+        self.records_sized += sized_records
+        self.request_sent(node_id, records, request_bytes)
 
     def request_sent(self, node_id: int, records: int, request_bytes: int) -> None:
         stats = self._node(node_id)
@@ -221,9 +254,6 @@ class ProducerMetrics:
         stats.latency.observe(latency_ms)
         self.request_latency.observe(latency_ms)
         self.throttle.observe(throttle_ms)
-
-    def batch_delivered(self, latency_ms: float) -> None:
-        self.delivery_latency.observe(latency_ms)
 
     def batch_failed(self, topic: str, records: int) -> None:
         self.topic_stats(topic).errors += records

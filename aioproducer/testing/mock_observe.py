@@ -56,15 +56,8 @@ class MockObserver:
 
     def completed(self, record: PendingRecord, error: BaseException | None) -> None:
         """A record completed as if a broker answered: sent, and failed when `error` is set."""
-        metrics = self.metrics
         size = record_size(record.key, record.value, record.headers)
-        stats = metrics.topic_stats(record.topic)
-        stats.records += 1
-        stats.bytes += size
-        stats.uncompressed += size
-        metrics.batch_size.observe(size)
-        metrics.record_bytes_total += size
-        metrics.records_sized += 1
+        self.metrics.batch_sent(record.topic, 1, size, size, None, size)
         if error is not None:
             self.failed(record, error)
 
