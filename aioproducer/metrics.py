@@ -161,8 +161,9 @@ class ProducerMetrics:
         self.request_latency = Histogram(LATENCY_BUCKETS_MS)
         self.batch_size = Histogram(BATCH_SIZE_BUCKETS)
         self.delivery_latency = Histogram(LATENCY_BUCKETS_MS)
-        self.throttle = Stat()
-        self.records_per_request = Stat()
+        # Throttling: its sum and maximum, touched only when a broker throttles (the average is over responses).
+        self.throttle_ms_total = 0
+        self.throttle_ms_max = 0
         self.batch_split_total = 0
         self.buffer_exhausted_total = 0
         self.bufferpool_wait_time_ns_total = 0
@@ -240,20 +241,19 @@ class ProducerMetrics:
         self.queue_time.observe_all(queue_times_ms)
         self.record_bytes_total += sized_bytes
         self.records_sized += sized_records
-        self.request_sent(node_id, records, request_bytes)
-
-    def request_sent(self, node_id: int, records: int, request_bytes: int) -> None:
-        stats = self._node(node_id)
-        stats.requests += 1
-        stats.request_size.observe(request_bytes)
-        self.records_per_request.observe(records)
+        node = self.nodes.get(node_id) or self._node(node_id)
+        node.requests += 1
+        node.request_size.observe(request_bytes)
 
     def response_received(self, node_id: int, latency_ms: float, throttle_ms: int) -> None:
-        stats = self._node(node_id)
+        stats = self.nodes.get(node_id) or self._node(node_id)
         stats.responses += 1
         stats.latency.observe(latency_ms)
         self.request_latency.observe(latency_ms)
-        self.throttle.observe(throttle_ms)
+        if throttle_ms:
+            self.throttle_ms_total += throttle_ms
+            if throttle_ms > self.throttle_ms_max:
+                self.throttle_ms_max = throttle_ms
 
     def batch_failed(self, topic: str, records: int) -> None:
         self.topic_stats(topic).errors += records
@@ -289,7 +289,7 @@ class ProducerMetrics:
             "batch-size-avg": self.batch_size.snapshot().avg,
             "record-size-avg": self.record_bytes_total / self.records_sized if self.records_sized else 0.0,
             "batch-size-max": self.batch_size.max,
-            "records-per-request-avg": self.records_per_request.avg,
+            "records-per-request-avg": sent / requests if requests else 0.0,
             "compression-rate-avg": compressed / uncompressed if uncompressed else 1.0,
             "record-queue-time-avg": self.queue_time.snapshot().avg,
             "record-queue-time-max": self.queue_time.max,
@@ -297,8 +297,8 @@ class ProducerMetrics:
             "request-latency-max": self.request_latency.max,
             "delivery-latency-avg": self.delivery_latency.snapshot().avg,
             "delivery-latency-max": self.delivery_latency.max,
-            "produce-throttle-time-avg": self.throttle.avg,
-            "produce-throttle-time-max": self.throttle.max,
+            "produce-throttle-time-avg": self.throttle_ms_total / responses if responses else 0.0,
+            "produce-throttle-time-max": self.throttle_ms_max,
             "requests-in-flight": gauges.requests_in_flight,
             "request-total": requests,
             "response-total": responses,

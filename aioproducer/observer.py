@@ -70,8 +70,11 @@ class Observer:
         self.last_error_ms = self.clock_ms()
 
     # -- sender events ------------------------------------------------------------------------------------------
-    def produce_sent(self, conn: Any, batches: Sequence[ProducerBatch], future: asyncio.Future[Any] | None) -> None:
-        """A Produce request carrying `batches` was written to `conn` (a BrokerConnection)."""
+    def produce_sent(
+        self, conn: Any, batches: Sequence[ProducerBatch], future: asyncio.Future[Any] | None
+    ) -> Callable[[asyncio.Future[Any]], None] | None:
+        """A Produce request carrying `batches` was written to `conn` (a BrokerConnection). With a `future` (an
+        answer is expected), returns what the sender calls with it once it has handled the answer."""
         now = self.clock_ms()
         metrics = self.metrics
         topics, overhead = metrics.topics, self._record_overhead
@@ -118,9 +121,13 @@ class Observer:
                 )
         metrics.request_written(conn.node_id, records, request_bytes, sizes, waits, sized_records, sized_bytes)
         if batches:
-            self._note_epoch(batches[0])
-        if future is not None:
-            future.add_done_callback(partial(self._produce_done, conn, request_bytes, now, batches))
+            first = batches[0]
+            if first.producer_epoch != self._stamp[1] or first.producer_id != self._stamp[0]:
+                self._note_epoch(first)
+        if future is None:
+            return None
+        # Called by the sender's own callback once it has settled the batches: no second callback per request.
+        return partial(self._produce_done, conn, request_bytes, now, batches)
 
     def _note_epoch(self, batch: Any) -> None:
         """Count epoch bumps (KIP-360) from the producer state batches are stamped with: same id, newer epoch."""

@@ -42,6 +42,7 @@ def test_the_report_has_a_row_per_workload_and_mode() -> None:
             "enqueue": {
                 "observer_ns_per_record": 10,
                 "observer_ns_per_call": 1000,
+                "clock_ns": 500,
                 "records_per_batch": 100,
                 "cpu_us": 2.0,
             }

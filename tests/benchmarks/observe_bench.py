@@ -3,7 +3,8 @@ metrics only (the default producer: no hooks, no exporter) and with the OpenTele
 
 A 2-core machine shared with other work swings by more than the few percent to be measured, so the three are
 measured the way a small difference can be seen: one process and one Tansu broker, three producers started side by
-side, and many short rounds in which each producer runs the same workload in turn (the order rotates every round).
+side, and many short rounds in which the baseline and the metrics-only producer run the same workload back to back
+as A B B A (then B A A B), and OpenTelemetry after them.
 Each round gives CPU time per record (`time.process_time`, this process only: the broker's CPU is not in it), and
 the cost of a mode is the median over rounds of its ratio to the baseline *of the same round*, so drifts of the
 machine's speed cancel out. The cyclic garbage collector runs before each timed run and is off during it.
@@ -70,19 +71,14 @@ def _nothing(*args: Any) -> None:
 class ObserverClock:
     """Times the observer's per-batch work on one producer (its `produce_sent` and the `_produce_done` callback it
     adds per request): the metrics' cost measured directly, free of the machine's noise between runs. The clock is
-    this thread's CPU time (a preemption inside a call is not counted), less what reading that clock costs."""
+    this thread's CPU time (a preemption inside a call is not counted)."""
 
     def __init__(self, producer: Producer) -> None:
         self.ns = 0
         self.calls = 0
-        self.clock_ns = _clock_cost_ns()
         observer = producer._observer
         for name in ("produce_sent", "_produce_done"):
             setattr(observer, name, self._timed(getattr(observer, name)))
-
-    @property
-    def net_ns(self) -> float:
-        return max(self.ns - self.calls * self.clock_ns, 0.0)
 
     def _timed(self, method: Callable[..., None]) -> Callable[..., None]:
         def timed(*args: Any) -> None:
@@ -94,15 +90,6 @@ class ObserverClock:
                 self.calls += 1
 
         return timed
-
-
-def _clock_cost_ns(samples: int = 20_000) -> float:
-    """What one timed call adds by reading the clock twice: the median of many empty measurements."""
-    costs = []
-    for _ in range(samples):
-        started = time.thread_time_ns()
-        costs.append(time.thread_time_ns() - started)
-    return statistics.median(costs)
 
 
 async def _enqueue(producer: Producer, values: list[bytes]) -> None:
@@ -151,30 +138,41 @@ async def measure(bootstrap: str, rounds: int, records: int, otel_records: int) 
             await producer.start()
             await _send_many(producer, values[:2000])  # connections, metadata, warm code paths
         for round_no in range(rounds):
-            order = MODES[round_no % 3 :] + MODES[: round_no % 3]
+            # Off and metrics back to back as A B B A (B A A B every other round): each pair is as close in time as
+            # it can be, and neither always runs first. OpenTelemetry, 40 times slower, runs after them.
+            pair = ("off", "metrics") if round_no % 2 else ("metrics", "off")
             for workload in WORKLOADS:
-                for mode in order:
-                    run = await _timed(producers[mode], workload, otel_values if mode == "otel" else values)
-                    samples[workload][mode].append(run)
-        # The direct measure: a fourth producer with metrics, its observer's per-batch work timed.
-        producers["timed"] = timed = _producer(bootstrap, "metrics")
-        clock = ObserverClock(timed)
-        await timed.start()
-        await _send_many(timed, values[:2000])
+                runs: dict[str, list[tuple[float, float]]] = {"off": [], "metrics": []}
+                for mode in (*pair, *reversed(pair)):
+                    runs[mode].append(await _timed(producers[mode], workload, values))
+                for mode, (first, second) in runs.items():
+                    samples[workload][mode].append(((first[0] + second[0]) / 2, (first[1] + second[1]) / 2))
+                samples[workload]["otel"].append(await _timed(producers["otel"], workload, otel_values))
+        # The direct measure: a producer with metrics, its observer's per-batch work timed, and one with the
+        # observer off timed at the same call (its no-op): the clock's cost where the call happens, subtracted.
+        timed, idle = _producer(bootstrap, "metrics"), _producer(bootstrap, "off")
+        producers.update(timed=timed, idle=idle)
+        clock, idle_clock = ObserverClock(timed), ObserverClock(idle)
+        for producer in (timed, idle):
+            await producer.start()
+            await _send_many(producer, values[:2000])
         for workload in WORKLOADS:
-            clock.ns = clock.calls = 0
+            clock.ns = clock.calls = idle_clock.ns = idle_clock.calls = 0
             batches_before = timed.metrics().histograms["batch-size-bytes"].count
             cpu = 0.0
-            for _ in range(max(rounds // 4, 1)):
+            runs_done = max(rounds // 4, 1)
+            for _ in range(runs_done):
                 cpu += (await _timed(timed, workload, values))[0]
-            runs = max(rounds // 4, 1)
+                await _timed(idle, workload, values)
             batches = timed.metrics().histograms["batch-size-bytes"].count - batches_before
+            clock_ns = idle_clock.ns / max(idle_clock.calls, 1)  # two clock reads around a no-op, in place
+            net = max(clock.ns - clock.calls * clock_ns, 0.0)
             direct[workload] = {
-                "observer_ns_per_record": clock.net_ns / (runs * records),
-                "observer_ns_per_call": clock.net_ns / max(clock.calls, 1),
-                "clock_ns": clock.clock_ns,
-                "records_per_batch": runs * records / max(batches, 1),
-                "cpu_us": cpu / runs,
+                "observer_ns_per_record": net / (runs_done * records),
+                "observer_ns_per_call": net / max(clock.calls, 1),
+                "clock_ns": clock_ns,
+                "records_per_batch": runs_done * records / max(batches, 1),
+                "cpu_us": cpu / runs_done,
             }
     finally:
         for producer in producers.values():
@@ -210,7 +208,7 @@ def report(data: dict[str, Any], summary: dict[str, dict[str, dict[str, float]]]
         "",
         f"Written by `python -m tests.benchmarks.observe_bench` on {data['started']}: Python {data['python']}, "
         f"{data['machine']}, {'compiled' if data['compiled'] else 'pure-Python'} hot path. {data['rounds']} rounds; "
-        f"each round runs every mode in turn (order rotating) on {data['records']:,} records "
+        f"each round runs off and metrics as A B B A (B A A B the next) on {data['records']:,} records "
         f"({data['otel_records']:,} for OpenTelemetry), linger_ms=5, acks=1, no idempotence. Load average "
         f"{data['load_before']:.1f} before, {data['load_after']:.1f} after.",
         "",
@@ -236,20 +234,21 @@ def report(data: dict[str, Any], summary: dict[str, dict[str, dict[str, float]]]
             )
     lines += [
         "",
-        "Measured directly (a fourth producer, metrics on, the observer's per-batch work timed in this thread's CPU "
+        "Measured directly (a separate producer, metrics on, the observer's per-batch work timed in this thread's CPU "
         "time, `time.thread_time_ns`, around `produce_sent` and the per-request `_produce_done` callback, less the "
-        "clock's own cost): the share is of the same runs' CPU per record. An upper bound: `produce_sent` runs right "
-        "after the request's socket write, which wakes the broker on a shared core, so it is charged the cache "
-        "misses that follow (with the observer off, the sender's next lines pay them).",
+        "clock's own cost measured at the same call on a producer with the observer off): the share is of the same "
+        "runs' CPU per record. It counts only the time inside those calls: the cache misses the observer's code and "
+        "data cause the record path afterwards are in the paired cost above (and in its noise), not here.",
         "",
-        "| workload | observer ns/record | ns per observer call | records per batch | share of CPU/record |",
-        "|---|---|---|---|---|",
+        "| workload | observer ns/record | ns per observer call | clock ns per call (subtracted) | records per batch "
+        "| share of CPU/record |",
+        "|---|---|---|---|---|---|",
     ]
     for workload, row in data["direct"].items():
         share = row["observer_ns_per_record"] / (row["cpu_us"] * 1000) * 100
         lines.append(
             f"| {workload} | {row['observer_ns_per_record']:.1f} | {row['observer_ns_per_call']:.0f} | "
-            f"{row['records_per_batch']:.0f} | {share:.2f} % |"
+            f"{row['clock_ns']:.0f} | {row['records_per_batch']:.0f} | {share:.2f} % |"
         )
     lines += [
         "",
@@ -264,15 +263,20 @@ def report(data: dict[str, Any], summary: dict[str, dict[str, dict[str, float]]]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--records", type=int, default=20_000, help="records per run (metrics and off)")
-    parser.add_argument("--otel-records", type=int, default=2_000, help="records per OpenTelemetry run")
+    parser.add_argument("--rounds", type=int, default=300)
+    parser.add_argument("--records", type=int, default=10_000, help="records per run (metrics and off)")
+    parser.add_argument("--otel-records", type=int, default=1_000, help="records per OpenTelemetry run")
     parser.add_argument("--quick", action="store_true", help="6 rounds of 5 000 records: a smoke test")
+    parser.add_argument("--report-only", action="store_true", help="rewrite observability.md from observability.json")
     parser.add_argument("--out", type=Path, help="output folder (default: results/, or results/quick/ with --quick)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.records, args.otel_records = 6, 5_000, 500
     args.out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
+    if args.report_only:
+        recorded = json.loads((args.out / "observability.json").read_text())
+        (args.out / "observability.md").write_text(report(recorded, recorded["summary"]))
+        return 0
     load_before = _load()
     with TansuBroker() as broker:
         create_topic(broker.bootstrap_servers, TOPIC, PARTITIONS)
