@@ -105,12 +105,14 @@ def bench(session: nox.Session) -> None:
         "-e", ".[snappy,testing,otel]", "opentelemetry-sdk", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib"
     )
     session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
+    quick = ["--quick"] if "--quick" in session.posargs else []
+    # The cost of observing, measured in many short alternating rounds in one process: results/observability.md.
+    session.run("python", "-m", "tests.benchmarks.observe_bench", *quick)
     # The Spark section (tests/benchmarks/spark_bench.py): aioproducer.spark against Spark's own Kafka sink on a real
     # Kafka node, batch and streaming, what Spark alone costs (no Kafka), then the producer cache; writes
     # results/spark.md.
     ensure_java_and_maven(session)
     session.install("-e", ".[spark,testing]")
-    quick = ["--quick"] if "--quick" in session.posargs else []
     session.run("python", "-m", "tests.benchmarks.spark_bench", "all", *quick)
 
 

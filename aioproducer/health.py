@@ -19,7 +19,7 @@ class Health:
 
     `ready` holds when the producer is running, is connected to at least one broker, and knows a leader for every
     partition of the topics it uses. `leaders[topic][partition]` is the leader's node id (-1: none known).
-    `last_error` is the most recent error seen (a failed or retried batch, a failed connection) and
+    `last_error` is the most recent error seen (a failed or retried batch, a failed connection, fencing) and
     `last_error_age_s` how long ago, or None when there was none.
     """
 

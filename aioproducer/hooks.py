@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from .models import ProducerRecord, RecordMetadata
 
-__all__ = ["BatchWritten", "Hook", "HookChain", "RequestDone", "load_interceptor"]
+__all__ = ["BatchWritten", "Hook", "HookChain", "RequestDone", "TransactionEvent", "load_interceptor"]
 
 log = logging.getLogger("aioproducer.hooks")
 
@@ -62,6 +62,20 @@ class RequestDone:
     error: BaseException | None
 
 
+@dataclass(frozen=True)
+class TransactionEvent:
+    """A step of a transactional producer, given to `on_transaction(event, detail)` with `event` one of:
+    `init` (init_transactions done: the producer id and epoch it got), `begin`, `commit` and `abort` (each once it
+    succeeded; the id and epoch are the transaction's, before any bump that ending it brought), and `fenced` (a newer
+    producer with the same transactional id took over; `error` says how it was seen)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    duration_ms: float  # from the operation's start (the first call, if a timed-out call was resumed) to its end
+    error: BaseException | None = None
+
+
 class Hook(Protocol):
     """What a hook may implement; every method is optional and runs on the producer's event loop, so keep it fast.
 
@@ -71,7 +85,8 @@ class Hook(Protocol):
       refused before they were buffered (Java's `onAcknowledgement`).
     - `on_send_many_start(records) -> token` / `on_send_many_end(token, results)`: around one `send_many` call.
     - `on_batch_written(BatchWritten)`, `on_request(RequestDone)`, `on_throttle(node_id, throttle_ms)`,
-      `on_connect(node_id, host, port)`, `on_disconnect(node_id, host, port)`, `on_transaction(event, detail)`.
+      `on_connect(node_id, host, port)`, `on_disconnect(node_id, host, port)`,
+      `on_transaction(event, TransactionEvent)` (event: init / begin / commit / abort / fenced).
     - `close()`: when the producer closes.
     """
 
@@ -213,8 +228,8 @@ class HookChain:
         if self._disconnect:
             self._each(self._disconnect, node_id, host, port)
 
-    def transaction(self, event: str, detail: Any = None) -> None:
-        """For the transactional producer: `event` is begin / commit / abort / fenced."""
+    def transaction(self, event: str, detail: TransactionEvent) -> None:
+        """For the transactional producer: `event` is init / begin / commit / abort / fenced."""
         if self._transaction:
             self._each(self._transaction, event, detail)
 

@@ -48,6 +48,19 @@ class Histogram:
         if value > self.max:
             self.max = value
 
+    def observe_all(self, values: list[float] | list[int]) -> None:
+        """`observe` each value: the producer's form, once per request for all its batches (one call, locals)."""
+        if not values:
+            return
+        buckets, bounds = self.buckets, self.bounds
+        for value in values:
+            buckets[bisect_left(bounds, value)] += 1
+        self.count += len(values)
+        self.sum += sum(values)
+        top = max(values)
+        if top > self.max:
+            self.max = top
+
     def snapshot(self) -> HistogramSnapshot:
         return HistogramSnapshot(self.bounds, tuple(self.buckets), self.count, self.sum, self.max)
 
@@ -148,8 +161,9 @@ class ProducerMetrics:
         self.request_latency = Histogram(LATENCY_BUCKETS_MS)
         self.batch_size = Histogram(BATCH_SIZE_BUCKETS)
         self.delivery_latency = Histogram(LATENCY_BUCKETS_MS)
-        self.throttle = Stat()
-        self.records_per_request = Stat()
+        # Throttling: its sum and maximum, touched only when a broker throttles (the average is over responses).
+        self.throttle_ms_total = 0
+        self.throttle_ms_max = 0
         self.batch_split_total = 0
         self.buffer_exhausted_total = 0
         self.bufferpool_wait_time_ns_total = 0
@@ -157,10 +171,24 @@ class ProducerMetrics:
         self.connection_close_total = 0
         self.epoch_bump_total = 0
         self.hook_error_total = 0
+        # record-size-avg: the buffered size of each record (validation.record_size), counted once per record on its
+        # batch's first send. Per batch, not per record: the record path stays untouched.
+        self.record_bytes_total = 0
+        self.records_sized = 0
+        # Call timings (Java's KafkaProducerMetrics): ns spent in each call, summed over calls. Java adds flush's
+        # time whatever the outcome and a transactional call's when it returns normally; so do we.
+        self.flush_time_ns_total = 0
+        self.metadata_wait_time_ns_total = 0
+        self.txn_init_time_ns_total = 0
+        self.txn_begin_time_ns_total = 0
+        self.txn_send_offsets_time_ns_total = 0
+        self.txn_commit_time_ns_total = 0
+        self.txn_abort_time_ns_total = 0
         self.closed_outgoing_bytes: dict[int, int] = {}
         self.closed_incoming_bytes: dict[int, int] = {}
 
-    def _topic(self, topic: str) -> _TopicStats:
+    def topic_stats(self, topic: str) -> _TopicStats:
+        """The topic's running totals (`records`, `bytes`, `uncompressed`, `retries`, `errors`), made on first use."""
         stats = self.topics.get(topic)
         if stats is None:
             stats = self.topics[topic] = _TopicStats()
@@ -174,39 +202,64 @@ class ProducerMetrics:
 
     # -- events -------------------------------------------------------------------------------------------------
     def batch_sent(
-        self, topic: str, records: int, wire_bytes: int, uncompressed_bytes: int, queue_time_ms: float | None
+        self,
+        topic: str,
+        records: int,
+        wire_bytes: int,
+        uncompressed_bytes: int,
+        queue_time_ms: float | None,
+        record_bytes: int = 0,
     ) -> None:
-        """A batch went out in a Produce request (each attempt counts, as Java's record-send-total does);
-        `queue_time_ms` is given on its first attempt only."""
-        stats = self._topic(topic)
+        """One batch sent (each attempt counts, as Java's record-send-total does); `queue_time_ms` and
+        `record_bytes` (the records' buffered sizes, summed) are given on its first attempt. The producer reports a
+        whole request at once (`request_written`); this per-batch form serves `MockProducer` and tests."""
+        stats = self.topic_stats(topic)
         stats.records += records
         stats.bytes += wire_bytes
         stats.uncompressed += uncompressed_bytes
         self.batch_size.observe(wire_bytes)
         if queue_time_ms is not None:
             self.queue_time.observe(queue_time_ms)
+        if record_bytes:
+            self.record_bytes_total += record_bytes
+            self.records_sized += records
 
-    def request_sent(self, node_id: int, records: int, request_bytes: int) -> None:
-        stats = self._node(node_id)
-        stats.requests += 1
-        stats.request_size.observe(request_bytes)
-        self.records_per_request.observe(records)
+    def request_written(
+        self,
+        node_id: int,
+        records: int,
+        request_bytes: int,
+        batch_sizes: list[int],
+        queue_times_ms: list[int],
+        sized_records: int,
+        sized_bytes: int,
+    ) -> None:
+        """A Produce request went out with batches of `batch_sizes` bytes; `queue_times_ms` of those on their first
+        attempt, whose `sized_records` records take `sized_bytes` buffered. The per-topic totals were added by the
+        caller (`topic_stats`), batch by batch: that loop is the one per-batch cost, so it stays in one place."""
+        self.batch_size.observe_all(batch_sizes)
+        self.queue_time.observe_all(queue_times_ms)
+        self.record_bytes_total += sized_bytes
+        self.records_sized += sized_records
+        node = self.nodes.get(node_id) or self._node(node_id)
+        node.requests += 1
+        node.request_size.observe(request_bytes)
 
     def response_received(self, node_id: int, latency_ms: float, throttle_ms: int) -> None:
-        stats = self._node(node_id)
+        stats = self.nodes.get(node_id) or self._node(node_id)
         stats.responses += 1
         stats.latency.observe(latency_ms)
         self.request_latency.observe(latency_ms)
-        self.throttle.observe(throttle_ms)
-
-    def batch_delivered(self, latency_ms: float) -> None:
-        self.delivery_latency.observe(latency_ms)
+        if throttle_ms:
+            self.throttle_ms_total += throttle_ms
+            if throttle_ms > self.throttle_ms_max:
+                self.throttle_ms_max = throttle_ms
 
     def batch_failed(self, topic: str, records: int) -> None:
-        self._topic(topic).errors += records
+        self.topic_stats(topic).errors += records
 
     def batch_retried(self, topic: str, records: int) -> None:
-        self._topic(topic).retries += records
+        self.topic_stats(topic).retries += records
 
     def connection_closed(self, node_id: int, outgoing_bytes: int, incoming_bytes: int) -> None:
         self.connection_close_total += 1
@@ -234,8 +287,9 @@ class ProducerMetrics:
             "record-retry-total": sum(t.retries for t in topics),
             "byte-total": sum(t.bytes for t in topics),
             "batch-size-avg": self.batch_size.snapshot().avg,
+            "record-size-avg": self.record_bytes_total / self.records_sized if self.records_sized else 0.0,
             "batch-size-max": self.batch_size.max,
-            "records-per-request-avg": self.records_per_request.avg,
+            "records-per-request-avg": sent / requests if requests else 0.0,
             "compression-rate-avg": compressed / uncompressed if uncompressed else 1.0,
             "record-queue-time-avg": self.queue_time.snapshot().avg,
             "record-queue-time-max": self.queue_time.max,
@@ -243,8 +297,8 @@ class ProducerMetrics:
             "request-latency-max": self.request_latency.max,
             "delivery-latency-avg": self.delivery_latency.snapshot().avg,
             "delivery-latency-max": self.delivery_latency.max,
-            "produce-throttle-time-avg": self.throttle.avg,
-            "produce-throttle-time-max": self.throttle.max,
+            "produce-throttle-time-avg": self.throttle_ms_total / responses if responses else 0.0,
+            "produce-throttle-time-max": self.throttle_ms_max,
             "requests-in-flight": gauges.requests_in_flight,
             "request-total": requests,
             "response-total": responses,
@@ -264,6 +318,13 @@ class ProducerMetrics:
             "producer-epoch": gauges.producer_epoch,
             "epoch-bump-total": self.epoch_bump_total,
             "hook-error-total": self.hook_error_total,
+            "flush-time-ns-total": self.flush_time_ns_total,
+            "metadata-wait-time-ns-total": self.metadata_wait_time_ns_total,
+            "txn-init-time-ns-total": self.txn_init_time_ns_total,
+            "txn-begin-time-ns-total": self.txn_begin_time_ns_total,
+            "txn-send-offsets-time-ns-total": self.txn_send_offsets_time_ns_total,
+            "txn-commit-time-ns-total": self.txn_commit_time_ns_total,
+            "txn-abort-time-ns-total": self.txn_abort_time_ns_total,
         }
         topic_metrics = {
             name: _frozen(

@@ -32,6 +32,7 @@ from .errors import (
 from .health import Health, health_of
 from .idempotence import IdempotenceState
 from .memory import MemoryWaiters
+from .metadata import TopicInfo
 from .metrics import MetricsSnapshot
 from .models import ProducerRecord, RecordMetadata
 from .observer import Observer, new_observer
@@ -92,6 +93,7 @@ class Producer(TransactionalMethods):
         self._observer: Observer = new_observer(
             cfg, hooks, config if isinstance(config, Mapping) else {}, monotonic_ms, RECORD_MEMORY_OVERHEAD
         )
+        self._metrics = self._observer.metrics
         if self._observer.hooks.wants_records:  # resolved once: without record hooks the record path is untouched
             self.enqueue = self._observer.wrap_enqueue(self.enqueue)  # type: ignore[method-assign,assignment]
             self.send_many = self._observer.wrap_send_many(self.send_many)  # type: ignore[method-assign,assignment]
@@ -140,7 +142,7 @@ class Producer(TransactionalMethods):
         self._state = _RUNNING
         if self._txn is not None:
             # On a timeout the producer stays started: init_transactions() resumes the wait.
-            await self._txn.init(self.config.max_block_ms / 1000)
+            await self.init_transactions()  # timed as Java's txn-init-time-ns-total
 
     def _new_transaction_manager(self, idempotence: IdempotenceState) -> TransactionManager:
         sender = self._sender
@@ -155,6 +157,7 @@ class Producer(TransactionalMethods):
                 fail_queued=sender.fail_queued,
                 wake_sender=sender.wake,
             ),
+            events=self._observer.transaction_event,
         )
         sender.transaction = manager
         notify_memory = self._memory_waiters.notify
@@ -410,7 +413,7 @@ class Producer(TransactionalMethods):
         deadline = self._loop.time() + self.config.max_block_ms / 1000
         info = self._cluster.metadata.topics.get(topic)
         if info is None or not info.num_partitions or (partition is not None and partition >= info.num_partitions):
-            info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms, partition)
+            info = await self._wait_for_topic(topic, partition)
         memory = prepared[3] + RECORD_MEMORY_OVERHEAD
         if self._memory_waiters or not self._accumulator.has_room(memory):
             await self._observer.timed_memory_wait(self._memory_waiters.wait(memory, deadline))
@@ -428,7 +431,11 @@ class Producer(TransactionalMethods):
         """
         if self._state == _NEW:
             raise ProducerClosedError("flush() on a producer that was never started")
-        await self._wait_incomplete(timeout)
+        started = time.perf_counter_ns()
+        try:
+            await self._wait_incomplete(timeout)
+        finally:  # as Java's KafkaProducer.flush: the time is counted whatever the outcome
+            self._metrics.flush_time_ns_total += time.perf_counter_ns() - started
 
     async def _wait_incomplete(self, timeout: float | None) -> None:
         acc = self._accumulator
@@ -468,8 +475,16 @@ class Producer(TransactionalMethods):
         if self._state != _RUNNING:
             raise self._closed_error()
         check_topic(topic)
-        info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
+        info = await self._wait_for_topic(topic, None)
         return list(range(info.num_partitions))
+
+    async def _wait_for_topic(self, topic: str, partition: int | None) -> TopicInfo:
+        """Wait for the topic's metadata (up to `max_block_ms`), timed as Java's metadata-wait-time-ns-total."""
+        started = time.perf_counter_ns()
+        try:
+            return await self._cluster.wait_for_topic(topic, self.config.max_block_ms, partition)
+        finally:
+            self._metrics.metadata_wait_time_ns_total += time.perf_counter_ns() - started
 
     def metrics(self) -> MetricsSnapshot:
         """An immutable snapshot of the producer's metrics, under the Java producer's names (see the README)."""

@@ -272,11 +272,16 @@ class Sender:
             self._on_answer(batches, {}, monotonic_ms())  # acks=0: sent is done
             return
         self._in_flight.add(future)
-        future.add_done_callback(lambda f: self._on_produce_done(f, batches))
-        self._observer.produce_sent(conn, batches, future)  # after the callback above: it reads settled batches
+        observed = self._observer.produce_sent(conn, batches, future)
+        future.add_done_callback(lambda f: self._on_produce_done(f, batches, observed))
 
     # -- answers ------------------------------------------------------------------------------------------------
-    def _on_produce_done(self, future: asyncio.Future[dict[str, Any]], batches: list[ProducerBatch]) -> None:
+    def _on_produce_done(
+        self,
+        future: asyncio.Future[dict[str, Any]],
+        batches: list[ProducerBatch],
+        observed: Callable[[asyncio.Future[Any]], None] | None = None,
+    ) -> None:
         self._in_flight.discard(future)
         now = monotonic_ms()
         try:
@@ -300,6 +305,8 @@ class Sender:
                     self._settle_failure(batch, exc)
         finally:
             self.wake()
+        if observed is not None:  # the observer reads the batches as this answer settled them
+            observed(future)
 
     def _on_no_response(self, batches: list[ProducerBatch], error: BaseException, now: int) -> None:
         for batch in batches:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine, Hashable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from .errors import (
     TransactionRequiresAbortError,
     TransactionTimeoutError,
 )
+from .errors import ProducerFencedError as Fenced
+from .hooks import TransactionEvent
 from .idempotence import IdempotenceState
 from .kafka_errors import (
     ConcurrentTransactionsError,
@@ -76,10 +79,17 @@ class BatchHooks:
 
 class TransactionManager:
     """The transactions of one producer. Calls mirror the producer's transactional methods; the sender asks
-    `may_send`, `produce_version` and reports `on_batch_failed` / `on_batch_done`."""
+    `may_send`, `produce_version` and reports `on_batch_failed` / `on_batch_done`. `events(name, TransactionEvent)`
+    is told of each step done: init, begin, commit, abort (when they succeed) and fenced (the producer hooks'
+    `on_transaction`); it must not raise (the hook chain logs and counts a hook's error)."""
 
     def __init__(
-        self, config: ProducerConfig, cluster: Cluster, idempotence: IdempotenceState, hooks: BatchHooks
+        self,
+        config: ProducerConfig,
+        cluster: Cluster,
+        idempotence: IdempotenceState,
+        hooks: BatchHooks,
+        events: Callable[[str, TransactionEvent], None] | None = None,
     ) -> None:
         if config.transactional_id is None:
             raise ValueError("a TransactionManager needs a transactional_id")
@@ -98,6 +108,7 @@ class TransactionManager:
         self._batch_waiters: list[asyncio.Future[None]] = []
         self._coordinator_conn: BrokerConnection | None = None
         self._closed = False
+        self._events = events
 
     def __repr__(self) -> str:
         return f"<TransactionManager {self.state!r}>"
@@ -113,9 +124,11 @@ class TransactionManager:
         await self._wait_operation(Operation.INIT, timeout)
 
     def begin(self) -> None:
+        started = time.perf_counter()
         self._check_open()
         self._adopt_sequence_failure()
         self.state.begin()
+        self._emit("begin", started, self._stamp())
 
     def check_send(self) -> None:
         """Raise unless a record may be buffered now (inside a transaction without error)."""
@@ -233,6 +246,7 @@ class TransactionManager:
 
     # -- operations ---------------------------------------------------------------------------------------------
     async def _run_init(self) -> None:
+        started = time.perf_counter()
         try:
             await self._init_producer_id(bump=False)
         except CoordinatorRefused as refused:
@@ -242,8 +256,10 @@ class TransactionManager:
                 refused = CoordinatorRefused(Verdict.FATAL, refused.error)
             self._refused(refused)
         self.state.raise_if_error(Operation.INIT)
+        self._emit("init", started, self._stamp())
 
     async def _run_commit(self) -> None:
+        started, stamp = time.perf_counter(), self._stamp()  # the transaction's id and epoch (EndTxn v5 bumps it)
         try:
             await self._settle_offsets()
             await self._flush()
@@ -258,8 +274,10 @@ class TransactionManager:
             self._refused(refused)
             self.state.raise_if_error(Operation.COMMIT)
             raise TransactionRequiresAbortError(f"commit_transaction() failed: {refused.error!r}") from refused.error
+        self._emit("commit", started, stamp)
 
     async def _run_abort(self) -> None:
+        started, stamp = time.perf_counter(), self._stamp()
         aborted = TransactionAbortedError("the transaction was aborted before this record was sent")
         # First what never went out (no sequence to account for), then retries waiting in the queues: none of them
         # may slip into the next transaction. Their sequences are then broken, and the epoch bump that follows
@@ -297,6 +315,7 @@ class TransactionManager:
             self._refused(refused)
             self.state.raise_if_error(Operation.ABORT)
             raise TransactionRequiresAbortError(f"abort_transaction() failed: {refused.error!r}") from refused.error
+        self._emit("abort", started, stamp)
 
     async def _after_end(self) -> None:
         """The transaction ended (EndTxn answered, or nothing to end): READY, or first an epoch bump."""
@@ -519,6 +538,17 @@ class TransactionManager:
         log.debug("transaction %s", "committed" if committed else "aborted")
 
     # -- helpers ------------------------------------------------------------------------------------------------
+    def _stamp(self) -> tuple[int, int]:
+        return self._idem.producer_id, self._idem.producer_epoch
+
+    def _emit(
+        self, event: str, started: float | None, stamp: tuple[int, int], error: BaseException | None = None
+    ) -> None:
+        """Tell `events` of a step done; `started`: when it began (perf_counter seconds), None for no duration."""
+        if self._events is not None:
+            duration_ms = 0.0 if started is None else (time.perf_counter() - started) * 1000
+            self._events(event, TransactionEvent(self.transactional_id, stamp[0], stamp[1], duration_ms, error))
+
     def _accept(self, table: Mapping[int, Verdict], code: int, api: str) -> None:
         """Raise Retry or CoordinatorRefused unless `code` is success."""
         self._raise_unless_done(verdict(table, code), code, api)
@@ -558,7 +588,10 @@ class TransactionManager:
 
     def _fatal(self, error: BaseException) -> None:
         """FATAL_ERROR: every buffered record fails with it, every other transactional task stops."""
+        first = self.state.state is not State.FATAL_ERROR
         self.state.fatal_error(error)
+        if first and isinstance(error, Fenced):
+            self._emit("fenced", None, self._stamp(), error)
         self.on_batch_done()  # a commit waiting for batches stops waiting
         self._hooks.fail_queued(error)
         current = asyncio.current_task()

@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from .config import ProducerConfig
 from .errors import TransactionError
+from .metrics import ProducerMetrics
 from .transactions import TransactionManager
 
 __all__ = ["TransactionalMethods"]
@@ -28,9 +30,12 @@ class TransactionalMethods:
     transactional call raises TransactionStateError meanwhile). Cancelling a call cancels only the caller's wait,
     with the same effect as a timeout: the coordinator is never left half-way through a request.
     Errors say what to do next: `requires_abort` (abort, then start a new transaction) or `fatal` (close).
+    The time each call took is added to the `txn-*-time-ns-total` metrics when it returns normally (Java's
+    KafkaProducerMetrics: a call that raised, timed out or was cancelled adds nothing).
     """
 
     config: ProducerConfig
+    _metrics: ProducerMetrics
 
     def _transaction_manager(self) -> TransactionManager:
         raise NotImplementedError
@@ -42,11 +47,15 @@ class TransactionalMethods:
         """Register the transactional id with its coordinator: a previous producer with the same id is fenced, and
         its open transaction is completed or aborted. `start()` calls this; call it only to resume after `start()`
         timed out. On a producer already initialised it returns at once."""
+        started = time.perf_counter_ns()
         await self._transaction_manager().init(self._timeout(timeout))
+        self._metrics.txn_init_time_ns_total += time.perf_counter_ns() - started
 
     async def begin_transaction(self, timeout: float | None = None) -> None:
         """Start a transaction: records sent from now on are committed or aborted together. No I/O."""
+        started = time.perf_counter_ns()
         self._transaction_manager().begin()
+        self._metrics.txn_begin_time_ns_total += time.perf_counter_ns() - started
 
     async def send_offsets_to_transaction(
         self, offsets: Any, group_metadata: Any, timeout: float | None = None
@@ -58,17 +67,23 @@ class TransactionalMethods:
         consumer's `consumer_group_metadata()` (confluent-kafka), an aiokafka consumer, a `ConsumerGroupMetadata`,
         or a group id (then without KIP-447 fencing of zombie consumers).
         """
+        started = time.perf_counter_ns()
         await self._transaction_manager().send_offsets(offsets, group_metadata, self._timeout(timeout))
+        self._metrics.txn_send_offsets_time_ns_total += time.perf_counter_ns() - started
 
     async def commit_transaction(self, timeout: float | None = None) -> None:
         """Flush every record of the transaction, then commit it. If a record failed, raises an error with
         `requires_abort`: call `abort_transaction()`."""
+        started = time.perf_counter_ns()
         await self._transaction_manager().commit(self._timeout(timeout))
+        self._metrics.txn_commit_time_ns_total += time.perf_counter_ns() - started
 
     async def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the transaction: records not on the wire (never sent, or waiting for a retry) fail with
         TransactionAbortedError; requests under way finish first. read_committed consumers see none of it."""
+        started = time.perf_counter_ns()
         await self._transaction_manager().abort(self._timeout(timeout))
+        self._metrics.txn_abort_time_ns_total += time.perf_counter_ns() - started
 
     @contextlib.asynccontextmanager
     async def transaction(self, timeout: float | None = None) -> AsyncIterator[None]:

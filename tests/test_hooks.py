@@ -12,7 +12,7 @@ import pytest
 
 from aioproducer import Producer, ProducerRecord, RecordMetadata
 from aioproducer.errors import RecordTooLargeError, UnknownPartitionError
-from aioproducer.hooks import BatchWritten, HookChain, RequestDone
+from aioproducer.hooks import BatchWritten, HookChain, RequestDone, TransactionEvent
 from aioproducer.testing import ConsumedRecord, MockCluster
 
 # max_block_ms: a send to a partition that does not exist waits this long for it to appear (Java waits max.block.ms).
@@ -226,10 +226,11 @@ def test_hook_chain_calls_each_event_and_counts_failures() -> None:
 
     chain = HookChain([Some()], lambda: failures.append(1))
     chain.throttle(3, 120)
-    chain.transaction("commit", "txn-1")
+    committed = TransactionEvent("txn-1", 7, 0, 12.5)
+    chain.transaction("commit", committed)
     chain.request(RequestDone(1, "Produce", 9, 10, 1.0, None))
     chain.connect(1, "h", 1)  # nobody listens: nothing happens
-    assert seen == [("throttle", (3, 120)), ("commit", "txn-1")]
+    assert seen == [("throttle", (3, 120)), ("commit", committed)]
     assert failures == [1]
 
 

@@ -12,6 +12,7 @@ from aioproducer import Producer, ProducerRecord
 from aioproducer.errors import BufferExhaustedError, KafkaError
 from aioproducer.metrics import Gauges, Histogram, ProducerMetrics
 from aioproducer.testing import MockCluster
+from aioproducer.validation import record_size
 
 PRODUCE = 0
 NOT_ENOUGH_REPLICAS, INVALID_RECORD = 19, 87
@@ -29,6 +30,32 @@ def test_histogram_counts_each_value_in_the_first_bucket_whose_bound_holds_it() 
     assert snapshot.sum == pytest.approx(10_224.5)
     assert snapshot.max == 10_000
     assert snapshot.avg == pytest.approx(10_224.5 / 8)
+
+
+def test_observing_a_requests_values_at_once_equals_observing_each() -> None:
+    one_by_one, at_once = Histogram((1, 10, 100)), Histogram((1, 10, 100))
+    values = [0, 1, 7, 10, 99, 100, 101, 5000, 3]
+    for value in values:
+        one_by_one.observe(value)
+    at_once.observe_all(values[:4])
+    at_once.observe_all([])
+    at_once.observe_all(values[4:])
+    assert at_once.snapshot() == one_by_one.snapshot()
+
+
+def test_record_size_avg_counts_each_record_once_on_its_first_send() -> None:
+    metrics = ProducerMetrics(buffer_total_bytes=1000)
+    metrics.request_written(
+        1, records=3, request_bytes=300, batch_sizes=[300], queue_times_ms=[2], sized_records=3, sized_bytes=360
+    )
+    metrics.request_written(
+        1, records=3, request_bytes=300, batch_sizes=[300], queue_times_ms=[], sized_records=0, sized_bytes=0
+    )  # the same batch retried
+    snapshot = metrics.snapshot(Gauges())
+    assert snapshot.producer["record-size-avg"] == 120
+    assert snapshot.histograms["batch-size-bytes"].count == 2
+    assert snapshot.histograms["record-queue-time-ms"].count == 1
+    assert snapshot.nodes["node-1"]["request-total"] == 2
 
 
 def test_snapshot_is_immutable_and_does_not_move_with_later_events() -> None:
@@ -89,6 +116,14 @@ def test_snapshot_uses_the_java_producers_names() -> None:
         "outgoing-byte-total",
         "incoming-byte-total",
         "waiting-threads",
+        "record-size-avg",
+        "flush-time-ns-total",
+        "metadata-wait-time-ns-total",
+        "txn-init-time-ns-total",
+        "txn-begin-time-ns-total",
+        "txn-send-offsets-time-ns-total",
+        "txn-commit-time-ns-total",
+        "txn-abort-time-ns-total",
     }
     assert java <= names, java - names
 
@@ -128,6 +163,11 @@ async def test_metrics_after_real_traffic_count_every_record_batch_and_request(
     assert p["buffer-available-bytes"] == p["buffer-total-bytes"] == 33554432  # everything delivered, released
     assert p["requests-in-flight"] == 0
     assert 0 <= p["metadata-age"] < 60
+    # Each record once, as buffered (gzip does not change it), however often its batch was sent.
+    sizes = [record_size(r.key, r.value, ()) for r in records] + [record_size(None, b"one more", ())]
+    assert p["record-size-avg"] == pytest.approx(sum(sizes) / 301)
+    assert p["metadata-wait-time-ns-total"] > 0  # the first send_many waited for the new topic's metadata
+    assert p["flush-time-ns-total"] == 0 and p["txn-commit-time-ns-total"] == 0
     nodes = [name for name, values in snapshot.nodes.items() if values["request-total"] > 0]
     assert nodes and all(name.startswith("node-") for name in nodes)
     assert sum(snapshot.nodes[n]["request-total"] for n in nodes) == p["request-total"]

@@ -32,11 +32,14 @@ from aioproducer.errors import (
     ProducerClosedError,
     TransactionStateError,
 )
+from aioproducer.health import Health
 from aioproducer.metadata import TopicInfo
+from aioproducer.metrics import MetricsSnapshot
 from aioproducer.models import ProducerRecord, RecordMetadata
 from aioproducer.producer import _resolve_partitioner
 from aioproducer.records.layout import BATCH_HEADER_SIZE
 from aioproducer.serializers import RecordSerializer, resolve_serializer
+from aioproducer.testing.mock_observe import MockObserver
 from aioproducer.testing.mock_parts import InjectedError, MockAccumulator, MockTopics, PendingRecord, SentRecord
 from aioproducer.testing.mock_transactions import MockTransactions
 from aioproducer.transactions_api import TransactionalMethods
@@ -69,6 +72,9 @@ class MockProducer(TransactionalMethods):
     `transaction_initialized`, `transaction_in_flight`, `transaction_committed`, `transaction_aborted`,
     `sent_offsets` and `commit_count` are kept. `fence()` fences the producer; `commit_error` / `abort_error` make
     the next commit / abort fail.
+
+    `metrics()` and `health()` answer as the Producer's, counting what the mock does (`mock_observe`): records sent
+    (completed) and failed per topic, their sizes, flush and transactional call times, the last error.
     """
 
     def __init__(
@@ -96,6 +102,8 @@ class MockProducer(TransactionalMethods):
         self.latency_ms = latency_ms
         self.send_error: BaseException | None = None
         self._state = _NEW
+        self._observe = MockObserver(cfg.buffer_memory)
+        self._metrics = self._observe.metrics  # TransactionalMethods adds its call times here
         self._cluster = MockTopics()
         for topic, count in (topics or {}).items():
             self._cluster.add(topic, count)
@@ -139,7 +147,7 @@ class MockProducer(TransactionalMethods):
         transactional producer initialises its transactions."""
         self._open()
         if self._txn is not None:
-            await self._txn.init(None)
+            await self.init_transactions()
 
     def _open(self) -> None:
         if self._state != _NEW:
@@ -177,7 +185,9 @@ class MockProducer(TransactionalMethods):
         for record in pending:
             if record.outcome.loop.is_closed():
                 record.outcome.waiters.clear()  # nothing can wait on a closed loop; its callbacks could not run
-            record.outcome.fail(ProducerClosedError("the producer was closed before this record was sent"))
+            error = ProducerClosedError("the producer was closed before this record was sent")
+            self._observe.failed(record, error)
+            record.outcome.fail(error)
 
     @property
     def closed(self) -> bool:
@@ -355,6 +365,7 @@ class MockProducer(TransactionalMethods):
     def _complete(self, record: PendingRecord, error: BaseException | None) -> None:
         if error is None:
             error = self._injected_error(record.topic)
+        self._observe.completed(record, error)
         if error is not None:
             record.outcome.fail(error)
             if self._txn is not None:
@@ -401,6 +412,7 @@ class MockProducer(TransactionalMethods):
     def _fail_pending(self, error: BaseException) -> None:
         pending, self._pending = self._pending, deque()
         for record in pending:
+            self._observe.failed(record, error)
             record.outcome.fail(error)
 
     def _publish(self, records: list[SentRecord], given: list[ProducerRecord]) -> None:
@@ -483,15 +495,19 @@ class MockProducer(TransactionalMethods):
         if self._state == _NEW:
             raise ProducerClosedError("flush() on a producer that was never started")
         self.flushed = True
-        if not self.auto_complete:
-            self.complete_all()
-            return
-        outcomes = [record.outcome for record in self._pending]
-        if outcomes:
-            try:
-                await asyncio.wait_for(asyncio.gather(*(o.wait() for o in outcomes)), timeout)
-            except asyncio.TimeoutError:
-                raise KafkaTimeoutError(f"records not delivered within {timeout} s") from None
+        started = time.perf_counter_ns()
+        try:
+            if not self.auto_complete:
+                self.complete_all()
+                return
+            outcomes = [record.outcome for record in self._pending]
+            if outcomes:
+                try:
+                    await asyncio.wait_for(asyncio.gather(*(o.wait() for o in outcomes)), timeout)
+                except asyncio.TimeoutError:
+                    raise KafkaTimeoutError(f"records not delivered within {timeout} s") from None
+        finally:  # as the Producer (Java's flush-time-ns-total): whatever the outcome
+            self._metrics.flush_time_ns_total += time.perf_counter_ns() - started
 
     # -- information --------------------------------------------------------------------------------------------
     async def partitions_for(self, topic: str) -> list[int]:
@@ -513,6 +529,18 @@ class MockProducer(TransactionalMethods):
             if (topic is None or log_topic == topic) and (partition is None or log_partition == partition)
             for record in log
         ]
+
+    def metrics(self) -> MetricsSnapshot:
+        """The Producer's metrics snapshot, counting what the mock did: each completed record is a batch of its own
+        sent to node 0 (`record-send-total`, `byte-total`, `batch-size-*`, `record-size-avg`, per topic too), failed
+        ones (by `fail_next`, an injected error, abort or close) are in `record-error-total`; flush and transactional
+        calls are timed. Request, latency and connection numbers have no source in a mock and stay 0."""
+        return self._observe.snapshot(self._state == _RUNNING, self._pending)
+
+    def health(self) -> Health:
+        """The Producer's `Health`: ready while running (the mock's broker, node 0, leads every partition), the
+        pending records' bytes as buffer use, and the last error a record failed with."""
+        return self._observe.health(self._state, dict(self._cluster.topics), self._pending)
 
     @property
     def pending(self) -> int:

@@ -221,7 +221,10 @@ def _observe_rows(table: Table) -> list[str]:
     rows += [
         "",
         "CPU time is the measure (throughput on a shared machine swings more than the cost measured). 'Observer off' "
-        "silences the observer's per-batch work in the benchmark's worker only: the producer has no such switch.",
+        "silences the observer's per-batch work in the benchmark's worker only: the producer has no such switch. "
+        "A few rounds of one process each cannot resolve a few percent here: `observability.md` "
+        "(`tests/benchmarks/observe_bench.py`) measures the same three in many short alternating rounds in one "
+        "process, as paired ratios, and times the observer's own work directly.",
     ]
     return rows
 
