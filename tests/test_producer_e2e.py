@@ -193,3 +193,24 @@ async def test_a_tight_enqueue_loop_lets_the_sender_and_other_tasks_run(
         await asyncio.gather(*futures)
     assert ticks >= 10
     assert delivered_during_loop > 0
+
+
+async def test_wait_gives_every_idiom_the_same_exact_results_as_the_broker_holds(
+    bootstrap: str, topic_factory: Callable[..., str], read_back_records: Callable[..., list[ConsumedRecord]]
+) -> None:
+    """`producer.wait(deliveries)`, `asyncio.gather` over the same deliveries and a done-callback per record agree
+    with each other and with what an independent consumer reads back, record by record, across partitions."""
+    topic = topic_factory(3)
+    async with Producer(bootstrap, linger_ms=5, batch_size=1024) as producer:
+        deliveries = [await producer.enqueue(topic, b"v%d" % i, key=b"k%d" % (i % 7)) for i in range(600)]
+        called: dict[int, object] = {}
+        for i, delivery in enumerate(deliveries):
+            delivery.add_done_callback(lambda d, i=i: called.__setitem__(i, d.result()))
+        waited = await producer.wait(reversed(deliveries))
+        gathered = await asyncio.gather(*deliveries)
+        await asyncio.sleep(0)  # the done callbacks run at the loop's next turn
+    assert list(reversed(waited)) == gathered == [called[i] for i in range(600)]
+    stored = by_position(read_back_records(topic))
+    assert len(stored) == 600
+    for i, md in enumerate(gathered):
+        assert isinstance(md, RecordMetadata) and stored[md.partition, md.offset].value == b"v%d" % i
