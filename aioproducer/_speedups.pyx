@@ -16,6 +16,9 @@ from cpython.tuple cimport PyTuple_Check, PyTuple_GET_ITEM, PyTuple_GET_SIZE, Py
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
+from asyncio import InvalidStateError
+from contextvars import copy_context
+
 from aioproducer.compression import CompressionType, compress
 from aioproducer.models import RecordMetadata
 from aioproducer.errors import AioProducerError, ConfigError, InvalidRecordError, RecordTooLargeError, UnknownPartitionError
@@ -350,6 +353,120 @@ cdef class DeliveryFields:
     cdef public object _cancel_message
     cdef public bint _watching
     cdef public bint _asyncio_future_blocking
+
+    # Twins of `aioproducer.delivery.Delivery`'s methods of the same names (the rules live there; the tests run
+    # both). asyncio calls them several times per record waited on (gather: done, cancelled, exception, result).
+    def get_loop(self):
+        return self._outcome.loop
+
+    def cancelled(self):
+        return self._cancelled
+
+    def done(self):
+        return self._is_done()
+
+    cdef bint _is_done(self) except -1:
+        if self._cancelled:
+            return True
+        cdef Py_ssize_t index = self._index
+        return bool(_resolved(self._outcome, &index).done)
+
+    def result(self):
+        """The record's metadata; raises its error, CancelledError, or InvalidStateError while pending."""
+        if self._cancelled:
+            raise self._make_cancelled_error()
+        cdef Py_ssize_t index = self._index
+        outcome = _resolved(self._outcome, &index)
+        if not outcome.done:
+            raise InvalidStateError("the record is not delivered yet")
+        error = outcome.error
+        if error is not None:
+            raise error
+        cdef int64_t row[5]
+        row[2], row[3], row[4] = self._timestamp_ms, self._key_size, self._value_size
+        return _metadata(outcome.topic, outcome.partition, outcome.base_offset, outcome.log_append_time_ms, index,
+                         row)
+
+    def exception(self):
+        if self._cancelled:
+            raise self._make_cancelled_error()
+        cdef Py_ssize_t index = self._index
+        outcome = _resolved(self._outcome, &index)
+        if not outcome.done:
+            raise InvalidStateError("the record is not delivered yet")
+        return outcome.error
+
+    def add_done_callback(self, fn, *, context=None):
+        """Call `fn(delivery)` on the loop once the record is settled (or the delivery cancelled)."""
+        if context is None:
+            context = copy_context()
+        if self._is_done():
+            self._outcome.loop.call_soon(fn, self, context=context)
+            return
+        if self._callbacks is None:
+            self._callbacks = []
+        (<list>self._callbacks).append((fn, context))
+        cdef Py_ssize_t index
+        if not self._watching:
+            self._watching = True
+            index = self._index
+            _resolved(self._outcome, &index).deliveries.append(self)
+
+
+cdef object _resolved(object outcome, Py_ssize_t* index):
+    """Twin of `aioproducer.delivery.resolve`: the outcome that carries the record now (`index` is updated)."""
+    cdef Py_ssize_t split_at
+    while True:
+        first = outcome.first
+        if first is None:
+            return outcome
+        second = outcome.second
+        if second is None:
+            return outcome
+        split_at = outcome.split_at
+        if index[0] < split_at:
+            outcome = first
+        else:
+            index[0] -= split_at
+            outcome = second
+
+
+def run_callbacks_of(list deliveries):
+    """Twin of `aioproducer.delivery._run_callbacks_of`: run a settled batch's waiting records' done callbacks in
+    one loop callback (see the original for the rules on raising callbacks)."""
+    cdef Py_ssize_t position = 0
+    cdef Py_ssize_t count = len(deliveries)
+    cdef DeliveryFields delivery
+    cdef list callbacks
+    loop = None
+    try:
+        while position < count:
+            delivery = <DeliveryFields?>deliveries[position]
+            position += 1
+            delivery._watching = False
+            callbacks = delivery._callbacks
+            if delivery._cancelled or not callbacks:
+                continue
+            delivery._callbacks = None
+            while callbacks:
+                fn, context = callbacks.pop(0) if len(callbacks) > 1 else callbacks.pop()
+                try:
+                    context.run(fn, delivery)
+                except (SystemExit, KeyboardInterrupt):
+                    if callbacks:
+                        delivery._callbacks = callbacks
+                        position -= 1
+                    raise
+                except BaseException as exc:
+                    if loop is None:
+                        loop = delivery.get_loop()
+                    loop.call_exception_handler(
+                        {"message": f"Exception in callback {fn!r}({delivery!r})", "exception": exc,
+                         "future": delivery}
+                    )
+    finally:
+        if position < count:
+            deliveries[0].get_loop().call_soon(run_callbacks_of, deliveries[position:])
 
 
 # -- batches and their accumulator --------------------------------------------------------------------------------

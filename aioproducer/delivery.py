@@ -14,7 +14,7 @@ from collections.abc import Callable, Generator, Iterable
 from contextvars import Context, copy_context
 from typing import Any
 
-from .accelerated import DeliveryFields
+from .accelerated import DeliveryFields, speedups
 from .models import RecordMetadata
 
 __all__ = ["BatchOutcome", "BulkDeliveries", "Delivery", "batch_of", "new_delivery", "resolve", "wait_all"]
@@ -113,7 +113,7 @@ class BatchOutcome:
         if not deliveries:
             return
         if self.done:
-            self.loop.call_soon(_run_callbacks_of, deliveries)
+            self.loop.call_soon(_RUN_CALLBACKS_OF, deliveries)
             return
         for delivery in deliveries:  # forwarded to the halves of a split: each record waits on its own half
             resolve(self, delivery._index)[0].deliveries.append(delivery)
@@ -281,6 +281,16 @@ class Delivery(DeliveryFields):
     def __repr__(self) -> str:
         outcome, index = resolve(self._outcome, self._index)
         return f"<Delivery {outcome.topic}-{outcome.partition} #{index} of {outcome!r}>"
+
+
+# The compiled DeliveryFields holds twins of these methods (same rules; the test suite runs both implementations).
+_COMPILED_DELIVERY_METHODS = ("get_loop", "done", "cancelled", "result", "exception", "add_done_callback")
+if speedups is not None:
+    for _name in _COMPILED_DELIVERY_METHODS:
+        delattr(Delivery, _name)
+_RUN_CALLBACKS_OF: Callable[[list[Delivery]], None] = (
+    speedups.run_callbacks_of if speedups is not None else _run_callbacks_of
+)
 
 
 def batch_of(delivery: Delivery) -> BatchOutcome:

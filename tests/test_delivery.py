@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -345,6 +346,16 @@ async def test_a_settled_batch_runs_its_records_callbacks_in_one_loop_callback_i
     assert seen == [(i, 1049 - i, f"ctx{i}") for i in range(50)]
 
 
+def test_the_compiled_handle_methods_are_the_ones_in_use_when_built() -> None:
+    """The compiled fields hold twins of Delivery's waiting methods; when built, they must be the ones asyncio calls
+    (else the compiled build silently runs the pure ones and its tests prove nothing about the twins)."""
+    if speedups is None:
+        assert Delivery.done.__module__ == "aioproducer.delivery"
+    else:
+        assert Delivery.done is speedups.DeliveryFields.done
+        assert Delivery.add_done_callback is speedups.DeliveryFields.add_done_callback
+
+
 async def test_a_raising_callback_is_reported_and_the_batchs_other_callbacks_still_run() -> None:
     outcome = outcome_now()
     deliveries = [make_delivery(outcome, i) for i in range(3)]
@@ -368,7 +379,13 @@ async def test_a_raising_callback_is_reported_and_the_batchs_other_callbacks_sti
     assert len(reported) == 1 and isinstance(reported[0]["exception"], ValueError)
 
 
-async def test_system_exit_in_a_callback_leaves_the_remaining_callbacks_scheduled() -> None:
+RUNNERS = [_run_callbacks_of] + ([speedups.run_callbacks_of] if speedups is not None else [])
+
+
+@pytest.mark.parametrize("run_callbacks_of", RUNNERS, ids=lambda f: f.__module__)
+async def test_system_exit_in_a_callback_leaves_the_remaining_callbacks_scheduled(
+    run_callbacks_of: Callable[[list[Delivery]], None],
+) -> None:
     """Should a callback raise SystemExit (it propagates, as from any asyncio callback), the batch's callbacks not
     yet run are not lost: they run at the loop's next turn."""
     outcome = outcome_now()
@@ -384,7 +401,7 @@ async def test_system_exit_in_a_callback_leaves_the_remaining_callbacks_schedule
         delivery.add_done_callback(lambda d: seen.append(d.result().offset))
     outcome.succeed(10, -1)
     with pytest.raises(SystemExit):
-        _run_callbacks_of(outcome_deliveries := list(deliveries))
+        run_callbacks_of(outcome_deliveries := list(deliveries))
     assert seen == [] and outcome_deliveries == deliveries
     await asyncio.sleep(0)
     await asyncio.sleep(0)
