@@ -20,6 +20,7 @@ __all__ = ["Table", "write_report"]
 
 Run = dict[str, Any]
 THROUGHPUT = [w for w in WORKLOADS if w.mode in ("loop", "bulk")]
+IDIOM_ROWS = [w for w in WORKLOADS if w.mode == "idiom"]
 NAN = float("nan")
 
 
@@ -226,6 +227,58 @@ def _observe_rows(table: Table) -> list[str]:
     return rows
 
 
+def _idiom_sections(broker: str, table: Table) -> list[str]:
+    """Each way of waiting for every record's outcome, per client that has the idiom, on one broker."""
+    clients = [c for c in CLIENTS if any(table.ran(w.name, c) for w in IDIOM_ROWS)]
+    if not clients:
+        return []
+    label = BROKER_LABELS[broker]
+    rate = lambda r: r["records"] / r["elapsed_s"]  # noqa: E731
+    rows = _head(clients)
+    spreads = _head(clients)
+    for w in IDIOM_ROWS:
+        if not any(table.ran(w.name, c) for c in clients):
+            continue
+        ours = table.rate(w.name, "aioproducer")
+        cells, spread = [], []
+        for client in clients:
+            cell = _cell(table, w.name, client, rate)
+            theirs = table.rate(w.name, client)
+            if client != "aioproducer" and theirs == theirs and ours == ours:
+                cell += f" ({ours / theirs:.2f}x)"
+            cells.append(cell)
+            rates = sorted(rate(r) / 1000 for r in table.ok(w.name, client))
+            spread.append(f"{rates[0]:,.0f}-{rates[-1]:,.0f}" if rates else "n/a")
+        rows.append(f"| {w.title} | " + " | ".join(cells) + " |")
+        spreads.append(f"| {w.title} | " + " | ".join(spread) + " |")
+    names = [w.name for w in IDIOM_ROWS if any(table.ran(w.name, c) for c in clients)]
+    cpu = _head(clients)
+    titles = {w.name: w.title for w in IDIOM_ROWS}
+    for name in names:
+        cpu.append(
+            f"| {titles[name]} | "
+            + " | ".join(_cell(table, name, c, lambda r: r["cpu_s"] / r["records"] * 1e6, 2) for c in clients)
+            + " |"
+        )
+    return [
+        f"## Idioms on {label}: records/s when every record's outcome is waited for (aioproducer ÷ peer in brackets)",
+        "",
+        "100 B keyless records; each run checks that every record was delivered (a failed record fails the run) "
+        "and an independent consumer counts the topic afterwards. Ratios compare runs of the same rounds only.",
+        "",
+        *rows,
+        "",
+        "Slowest-fastest round, thousands of records/s:",
+        "",
+        *spreads,
+        "",
+        f"CPU seconds per million records (the client's whole process, all threads), {label}:",
+        "",
+        *cpu,
+        "",
+    ]
+
+
 def _verdict(ok: bool | None) -> str:
     return "-" if ok is None else ("**met**" if ok else "**missed**")
 
@@ -420,6 +473,14 @@ def _tansu_only_sections(tansu: Table) -> list[str]:
 def write_report(meta: dict[str, Any], runs: list[Run], out: Path) -> None:
     """Write results.md, benchmark.png (Tansu) and benchmark_kafka.png (real Kafka) into `out`."""
     tables = {broker: Table([r for r in runs if broker_of(r) == broker]) for broker in BROKERS}
+    idiom_names = {w.name for w in IDIOM_ROWS}
+    if runs and all(r["workload"] in idiom_names for r in runs):  # an idioms-only run: its tables alone
+        lines = _header(meta, runs)
+        for broker, table in tables.items():
+            lines += _idiom_sections(broker, table)
+        lines += ["## Failed or unverified runs", "", *_errors(runs), ""]
+        (out / "results.md").write_text("\n".join(lines))
+        return
     tansu = tables["tansu"]
     lines = _header(meta, runs)
     if tansu.groups:
@@ -427,6 +488,7 @@ def write_report(meta: dict[str, Any], runs: list[Run], out: Path) -> None:
     for broker, table in tables.items():
         if table.groups:
             lines += _broker_sections(broker, table)
+            lines += _idiom_sections(broker, table)
     if tansu.groups:
         lines += _tansu_only_sections(tansu)
     lines += ["## Failed or unverified runs", "", *_errors(runs), ""]

@@ -24,7 +24,7 @@ __all__ = [
     "value_pool",
 ]
 
-Mode = Literal["loop", "bulk", "rate", "idle", "lag", "memory"]
+Mode = Literal["loop", "bulk", "rate", "idle", "lag", "memory", "idiom"]
 
 PYTHON_CLIENTS = ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync", "kafka_python")
 # The Java producer (kafka-clients, the reference implementation) runs the throughput loops only.
@@ -72,6 +72,8 @@ class Workload:
     # aioproducer only: "off" skips the observer's per-batch work (the baseline), "otel" adds the OpenTelemetry hook
     # with every span sampled and no exporter; "" is the default producer (metrics on, no hooks).
     observe: str = ""
+    # mode "idiom": how the caller waits for its records (see IDIOMS)
+    idiom: str = ""
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,41 @@ WORKLOADS: tuple[Workload, ...] = (
         )
     ),
 )
+
+
+# The ways users wait for each record's outcome, each run by every client that has the idiom (100 B, keyless). The
+# Java producer's documented loop is send() with a callback per record, then flush(): it joins "callback".
+IDIOM_TASKS = 1000
+IDIOMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "gather": ("gather over every record's future", ("aioproducer", "aiokafka", "confluent_aio")),
+    "callback": (
+        "a done-callback per record, then flush",
+        ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync", "java"),
+    ),
+    # confluent-kafka's AIOProducer is left out: each of its awaited sends waits for its 1 s buffer timeout, so
+    # this row ran at ~1 k records/s (200 s a run) in a quick trial.
+    "tasks": (f"send awaited in {IDIOM_TASKS} concurrent tasks", ("aioproducer", "aiokafka")),
+    "enqueue_flush": (
+        "enqueue loop, then flush",
+        ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync"),
+    ),
+    "send_many": ("send_many (10 k chunks; peers: their bulk idiom)", ("aioproducer", "aiokafka", "confluent_sync")),
+    "wait": ("enqueue loop, then producer.wait(deliveries)", ("aioproducer",)),
+}
+IDIOM_WORKLOADS: tuple[Workload, ...] = tuple(
+    Workload(
+        f"idiom_{idiom}_100B",
+        f"idiom: {title}",
+        "idiom",
+        full=200_000,
+        quick=20_000,
+        clients=clients,
+        brokers=BOTH_BROKERS,
+        idiom=idiom,
+    )
+    for idiom, (title, clients) in IDIOMS.items()
+)
+WORKLOADS = WORKLOADS + IDIOM_WORKLOADS
 
 
 def plan(only: tuple[str, ...] = (), clients: tuple[str, ...] = (), broker: str = "tansu") -> list[Workload]:
