@@ -7,6 +7,7 @@ fallback; `aioproducer.accelerated` decides which one runs. Only the common case
 (headers, custom serializers, a partitioner switch) calls the same Python helpers the pure path uses.
 """
 
+cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
@@ -340,8 +341,17 @@ cdef class DefaultPartitioner:
 
 
 # -- delivery handles ---------------------------------------------------------------------------------------------
+@cython.no_gc
 cdef class DeliveryFields:
-    """Twin of `aioproducer.accelerated.PureDeliveryFields`: what a `Delivery` holds, in a C struct."""
+    """Twin of `aioproducer.accelerated.PureDeliveryFields`: what a `Delivery` holds, in a C struct.
+
+    Not traversed by the cyclic garbage collector, and the appender untracks each handle it makes: a caller that
+    keeps every record's handle (gather, wait) would otherwise have the collector walk hundreds of thousands of them
+    at each full collection (measured: a 1.8 s pause with 500 k handles kept). No reference cycle through a handle
+    outlives its record: the batch outcome drops the handle when it settles, and the callbacks (which may refer back
+    to it, as an awaiting task does) are dropped when they run. Only a cancel message that refers back to its own
+    handle would keep both alive.
+    """
 
     cdef public object _outcome
     cdef public Py_ssize_t _index
@@ -733,6 +743,9 @@ cdef class Appender:
         fields._timestamp_ms = timestamp_ms
         fields._key_size = -1 if key is None else len(key)
         fields._value_size = -1 if value is None else len(value)
+        # A Python subclass is always collected by the cyclic collector; this handle need not be (see
+        # DeliveryFields): untracked, a caller keeping 500 k of them no longer makes each full collection walk them.
+        PyObject_GC_UnTrack(handle)
         return handle
 
 
