@@ -142,7 +142,7 @@ def _lag_rows(table: Table) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for w in WORKLOADS:
-        if w.mode != "lag":
+        if w.mode != "lag" or w.idiom:  # the kept-handles lag rows have their own table
             continue
         for client in CLIENTS:
             if not table.ran(w.name, client):
@@ -276,7 +276,55 @@ def _idiom_sections(broker: str, table: Table) -> list[str]:
         "",
         *cpu,
         "",
+        *_kept_handles_rows(table, label),
     ]
+
+
+def _kept_handles_rows(table: Table, label: str) -> list[str]:
+    """Event-loop lag while every handle is kept and waited for, and idle sends on this broker (when they ran)."""
+    lines: list[str] = []
+    lag = [w for w in WORKLOADS if w.mode == "lag" and w.idiom and any(table.ran(w.name, c) for c in CLIENTS)]
+    if lag:
+        lines += [
+            f"## Event-loop lag on {label} while a caller keeps every record's handle and waits for them all",
+            "",
+            "| workload | client | p50 ms | p99 ms (tick samples) | p99 ms (with missed ticks) | max ms "
+            "| records/s meanwhile |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for w in lag:
+            for client in CLIENTS:
+                if not table.ran(w.name, client):
+                    continue
+                cells = [
+                    _cell(table, w.name, client, lambda r: r["lag"]["p50_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["lag"]["p99_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["lag_corrected"]["p99_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["lag"]["max_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["records"] / r["elapsed_s"]),
+                ]
+                lines.append(f"| {w.title} | {CLIENT_LABELS[client]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    idle = [w for w in WORKLOADS if w.name == "idle_send_kafka" and any(table.ran(w.name, c) for c in CLIENTS)]
+    for w in idle:
+        lines += [
+            f"## One `send` on an idle producer, {label} (linger.ms={LINGER_MS}: the target is p99 ≤ "
+            f"{LINGER_MS + 2} ms)",
+            "",
+            "| client | p50 ms | p99 ms | max ms | samples |",
+            "|---|---|---|---|---|",
+        ]
+        for client in CLIENTS:
+            if table.ran(w.name, client):
+                cells = [
+                    _cell(table, w.name, client, lambda r: r["latency"]["p50_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["latency"]["p99_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["latency"]["max_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["latency"]["n"]),
+                ]
+                lines.append(f"| {CLIENT_LABELS[client]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
 
 
 def _verdict(ok: bool | None) -> str:
@@ -473,7 +521,7 @@ def _tansu_only_sections(tansu: Table) -> list[str]:
 def write_report(meta: dict[str, Any], runs: list[Run], out: Path) -> None:
     """Write results.md, benchmark.png (Tansu) and benchmark_kafka.png (real Kafka) into `out`."""
     tables = {broker: Table([r for r in runs if broker_of(r) == broker]) for broker in BROKERS}
-    idiom_names = {w.name for w in IDIOM_ROWS}
+    idiom_names = {w.name for w in WORKLOADS if w.mode == "idiom" or w.idiom or w.name == "idle_send_kafka"}
     if runs and all(r["workload"] in idiom_names for r in runs):  # an idioms-only run: its tables alone
         lines = _header(meta, runs)
         for broker, table in tables.items():

@@ -261,7 +261,38 @@ IDIOM_WORKLOADS: tuple[Workload, ...] = tuple(
     )
     for idiom, (title, clients) in IDIOMS.items()
 )
-WORKLOADS = WORKLOADS + IDIOM_WORKLOADS
+# Event-loop lag while a caller keeps every record's handle and waits for them all (the cyclic collector walks
+# whatever stays alive), and a single send on an idle producer on real Kafka (the target: p99 <= linger_ms + 2 ms).
+KEPT_HANDLES_WORKLOADS: tuple[Workload, ...] = (
+    Workload(
+        "loop_lag_gather_100B",
+        "event-loop lag, 100 B, gather over every record's future",
+        "lag",
+        full=300_000,
+        quick=30_000,
+        clients=ASYNC_CLIENTS,
+        idiom="gather",
+    ),
+    Workload(
+        "loop_lag_wait_100B",
+        "event-loop lag, 100 B, enqueue loop then producer.wait",
+        "lag",
+        full=300_000,
+        quick=30_000,
+        clients=("aioproducer",),
+        idiom="wait",
+    ),
+    Workload(
+        "idle_send_kafka",
+        "single send on an idle producer, real Kafka",
+        "idle",
+        full=200,
+        quick=50,
+        clients=("aioproducer", "aiokafka", "confluent_sync", "kafka_python"),
+        brokers=("kafka",),
+    ),
+)
+WORKLOADS = WORKLOADS + IDIOM_WORKLOADS + KEPT_HANDLES_WORKLOADS
 
 
 def plan(only: tuple[str, ...] = (), clients: tuple[str, ...] = (), broker: str = "tansu") -> list[Workload]:
