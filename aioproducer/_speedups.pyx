@@ -8,11 +8,12 @@ fallback; `aioproducer.accelerated` decides which one runs. Only the common case
 """
 
 cimport cython
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
+from cpython.unicode cimport PyUnicode_CheckExact
 from cpython.tuple cimport PyTuple_Check, PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
@@ -907,4 +908,18 @@ def new_producer_record(cls, topic, value=None, key=None, headers=None, partitio
     _put(record, 3, headers)
     _put(record, 4, partition)
     _put(record, 5, timestamp_ms)
+    if (
+        _atomic(topic) and _atomic(value) and _atomic(key) and headers is None and _atomic(partition)
+        and _atomic(timestamp_ms)
+    ):
+        # Nothing inside can refer back to the record, so it can never be part of a reference cycle. CPython
+        # untracks plain tuples like this at their first collection, but not a subclass: a send_many caller's
+        # chunk of records otherwise survived young collections into the old generation and triggered a full
+        # collection every ~70 k records (a pause of ~10 ms or more).
+        PyObject_GC_UnTrack(record)
     return record
+
+
+cdef inline bint _atomic(object item) noexcept:
+    """None, bytes, str or int (exactly): objects that hold no references the cyclic collector follows."""
+    return item is None or PyBytes_CheckExact(item) or PyUnicode_CheckExact(item) or PyLong_CheckExact(item)
