@@ -28,6 +28,8 @@ def test_real_kafka_runs_the_throughput_workloads_and_java_joins_five() -> None:
         "keyed_100B",
         "lz4_1KB",
         "zstd_1KB",
+        "gzip_1KB",
+        "snappy_1KB",
         "idempotent_100B",
     ]
     assert {w.name for w in plan(broker="tansu") if "java" in w.clients} == JAVA_WORKLOADS

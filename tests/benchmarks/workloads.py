@@ -153,6 +153,20 @@ WORKLOADS: tuple[Workload, ...] = (
         clients=WITH_JAVA,
         brokers=BOTH_BROKERS,
     ),
+    # gzip and snappy complete the four codecs (lz4 and zstd above carry the Java peer and the lag rows).
+    *(
+        Workload(
+            f"{codec}_1KB",
+            f"1 KB values, {codec}",
+            "loop",
+            full=150_000,
+            quick=15_000,
+            value_size=1000,
+            compression=codec,
+            brokers=BOTH_BROKERS,
+        )
+        for codec in ("gzip", "snappy")
+    ),
     Workload(
         "idempotent_100B",
         "keyless 100 B, acks=all + idempotence",
