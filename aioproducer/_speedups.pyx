@@ -839,6 +839,23 @@ cdef class BulkDeliveries:
         self._others[self._count] = item
         self._count += 1
 
+    def add_waitables(self, items):
+        """Twin of the original's: a Delivery not cancelled as a record, anything else as a placeholder."""
+        cdef dict others = {}
+        cdef DeliveryFields fields
+        for item in items:
+            if isinstance(item, DeliveryFields) and not (<DeliveryFields>item)._cancelled:
+                fields = <DeliveryFields>item
+                self.add_record(fields._outcome, fields._index, fields._timestamp_ms, fields._key_size,
+                                fields._value_size)
+            else:
+                others[self._count] = item
+                self._grow()
+                self._columns[self._count * COLUMNS] = NOT_A_DELIVERY
+                self._others[self._count] = None
+                self._count += 1
+        return others
+
     def last(self):
         """What the last record holds when it is not a delivery (its error or prepared form), else None."""
         return self._others.get(self._count - 1) if self._count else None

@@ -333,6 +333,18 @@ class BulkDeliveries:
         """Append a record's Delivery, or what it failed with at the call, or its prepared form while it waits."""
         self._items.append(item)
 
+    def add_waitables(self, items: Iterable[Any]) -> dict[int, Any]:
+        """Append each item for `wait_all`: a Delivery not cancelled as a record; anything else (a cancelled
+        Delivery, another awaitable) as a None placeholder, returned by position."""
+        others: dict[int, Any] = {}
+        for position, item in enumerate(items, len(self._items)):
+            if isinstance(item, DeliveryFields) and not item._cancelled:
+                self._items.append(item)
+            else:
+                others[position] = item
+                self._items.append(None)
+        return others
+
     def last(self) -> Any:
         """What the last record holds when it is not a delivery (its error or prepared form), else None."""
         item = self._items[-1] if self._items else None
@@ -375,13 +387,7 @@ async def wait_all(items: Iterable[Any], bulk: BulkDeliveries) -> list[Any]:
     Anything that is not a pending-or-settled `Delivery` (a cancelled one, an asyncio future, a coroutine) is
     awaited through `asyncio.gather(..., return_exceptions=True)`, so its result or exception takes its place too.
     """
-    others: dict[int, Any] = {}
-    for position, item in enumerate(items):
-        if isinstance(item, Delivery) and not item._cancelled:
-            bulk.add(item)
-        else:
-            others[position] = item
-            bulk.add(None)  # a placeholder, replaced below
+    others = bulk.add_waitables(items)
     for outcome in bulk.outcomes():
         await outcome.wait()  # follows splits to both halves
     results = bulk.results(resolve)
