@@ -113,7 +113,8 @@ class BatchOutcome:
         if not deliveries:
             return
         if self.done:
-            self.loop.call_soon(_RUN_CALLBACKS_OF, deliveries)
+            if not self.loop.is_closed():  # else nothing can run the callbacks (a closed test loop)
+                self.loop.call_soon(_RUN_CALLBACKS_OF, deliveries)
             return
         for delivery in deliveries:  # forwarded to the halves of a split: each record waits on its own half
             resolve(self, delivery._index)[0].deliveries.append(delivery)

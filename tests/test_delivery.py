@@ -424,3 +424,16 @@ async def test_callbacks_of_a_record_whose_batch_is_split_run_when_its_half_sett
     first.succeed(20, -1)
     await asyncio.sleep(0)
     assert seen[2:] == [(0, 20), (1, 21)]
+
+
+def test_settling_after_the_loop_closed_does_not_raise() -> None:
+    """A batch failed after its loop closed (a test's producer closed late) must still settle: its waiting records'
+    callbacks cannot run any more, and scheduling them on the closed loop would raise instead."""
+    loop = asyncio.new_event_loop()
+    outcome = BatchOutcome("t", 0, loop)
+    delivery = make_delivery(outcome, 0)
+    delivery.add_done_callback(lambda d: None, context=contextvars.copy_context())
+    loop.close()
+    error = InvalidRecordError("closed")
+    outcome.fail(error)
+    assert delivery.done() and delivery.exception() is error
