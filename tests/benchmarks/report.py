@@ -286,7 +286,7 @@ def _kept_handles_rows(table: Table, label: str) -> list[str]:
     lag = [w for w in WORKLOADS if w.mode == "lag" and w.idiom and any(table.ran(w.name, c) for c in CLIENTS)]
     if lag:
         lines += [
-            f"## Event-loop lag on {label} while a caller keeps every record's handle and waits for them all",
+            f"## Event-loop lag on {label} while a caller waits for every record (the collector's pauses show here)",
             "",
             "| workload | client | p50 ms | p99 ms (tick samples) | p99 ms (with missed ticks) | max ms "
             "| records/s meanwhile |",

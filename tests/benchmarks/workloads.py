@@ -296,6 +296,17 @@ KEPT_HANDLES_WORKLOADS: tuple[Workload, ...] = (
         clients=("aioproducer",),
         idiom="wait",
     ),
+    # send_many of 100 B records in 10 k chunks: the caller's chunk of records is what survived into the old
+    # generation and set off a full collection every ~70 k records.
+    Workload(
+        "loop_lag_send_many_100B",
+        "event-loop lag, 100 B, send_many (10 k chunks)",
+        "lag",
+        full=300_000,
+        quick=30_000,
+        clients=("aioproducer", "aiokafka"),
+        idiom="send_many",
+    ),
     Workload(
         "idle_send_kafka",
         "single send on an idle producer, real Kafka",
