@@ -10,14 +10,14 @@ that now carries it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from contextvars import Context, copy_context
 from typing import Any
 
-from .accelerated import DeliveryFields
+from .accelerated import DeliveryFields, speedups
 from .models import RecordMetadata
 
-__all__ = ["BatchOutcome", "BulkDeliveries", "Delivery", "batch_of", "new_delivery", "resolve"]
+__all__ = ["BatchOutcome", "BulkDeliveries", "Delivery", "batch_of", "new_delivery", "resolve", "wait_all"]
 
 
 class BatchOutcome:
@@ -25,6 +25,7 @@ class BatchOutcome:
 
     __slots__ = (
         "base_offset",
+        "deliveries",
         "done",
         "error",
         "first",
@@ -50,6 +51,9 @@ class BatchOutcome:
         self.first: BatchOutcome | None = None
         self.second: BatchOutcome | None = None
         self.waiters: list[Callable[[], None]] = []
+        # The records' handles that have done callbacks (a task awaiting, gather, add_done_callback): their
+        # callbacks all run in one loop callback once the batch settles, not one loop callback per record.
+        self.deliveries: list[Delivery] = []
 
     def succeed(self, base_offset: int, log_append_time_ms: int) -> None:
         """Delivered. `base_offset` -1 means unknown (acks=0, a duplicate); `log_append_time_ms` -1 means
@@ -105,10 +109,55 @@ class BatchOutcome:
         waiters, self.waiters = self.waiters, []
         for callback in waiters:
             callback()
+        deliveries, self.deliveries = self.deliveries, []
+        if not deliveries:
+            return
+        if self.done:
+            if not self.loop.is_closed():  # else nothing can run the callbacks (a closed test loop)
+                self.loop.call_soon(_RUN_CALLBACKS_OF, deliveries)
+            return
+        for delivery in deliveries:  # forwarded to the halves of a split: each record waits on its own half
+            resolve(self, delivery._index)[0].deliveries.append(delivery)
 
     def __repr__(self) -> str:
         state = "split" if self.first else "failed" if self.error else "delivered" if self.done else "pending"
         return f"<BatchOutcome {self.topic}-{self.partition} {state}>"
+
+
+def _run_callbacks_of(deliveries: list[Delivery]) -> None:
+    """One loop callback for a settled batch: run each waiting record's done callbacks, in order, each in its own
+    context, as asyncio would with one loop callback per record. A callback that raises is reported to the loop's
+    exception handler and the others still run (asyncio's Handle does the same); should one raise SystemExit or
+    KeyboardInterrupt, the callbacks not yet run are scheduled again before it propagates."""
+    loop: Any = None
+    position = 0
+    try:
+        while position < len(deliveries):
+            delivery = deliveries[position]
+            position += 1
+            delivery._watching = False
+            callbacks = delivery._callbacks
+            if delivery._cancelled or not callbacks:  # cancel() already ran its callbacks
+                continue
+            delivery._callbacks = None
+            while callbacks:
+                fn, context = callbacks.pop(0) if len(callbacks) > 1 else callbacks.pop()
+                try:
+                    context.run(fn, delivery)
+                except (SystemExit, KeyboardInterrupt):
+                    if callbacks:
+                        delivery._callbacks = callbacks
+                        position -= 1
+                    raise
+                except BaseException as exc:
+                    if loop is None:
+                        loop = delivery.get_loop()
+                    loop.call_exception_handler(
+                        {"message": f"Exception in callback {fn!r}({delivery!r})", "exception": exc, "future": delivery}
+                    )
+    finally:
+        if position < len(deliveries):
+            deliveries[0].get_loop().call_soon(_run_callbacks_of, deliveries[position:])
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -145,7 +194,10 @@ class Delivery(DeliveryFields):
         return self._outcome.loop  # type: ignore[no-any-return]
 
     def done(self) -> bool:
-        return self._cancelled or bool(resolve(self._outcome, self._index)[0].done)
+        outcome = self._outcome
+        if outcome.first is not None:
+            outcome = resolve(outcome, self._index)[0]
+        return self._cancelled or bool(outcome.done)
 
     def cancelled(self) -> bool:
         return bool(self._cancelled)
@@ -154,7 +206,10 @@ class Delivery(DeliveryFields):
         """The record's metadata; raises its error, CancelledError, or InvalidStateError while pending."""
         if self._cancelled:
             raise self._make_cancelled_error()
-        outcome, index = resolve(self._outcome, self._index)
+        outcome: BatchOutcome = self._outcome
+        index: int = self._index
+        if outcome.first is not None:
+            outcome, index = resolve(outcome, index)
         if not outcome.done:
             raise asyncio.InvalidStateError("the record is not delivered yet")
         if outcome.error is not None:
@@ -164,7 +219,9 @@ class Delivery(DeliveryFields):
     def exception(self) -> BaseException | None:
         if self._cancelled:
             raise self._make_cancelled_error()
-        outcome, _ = resolve(self._outcome, self._index)
+        outcome: BatchOutcome = self._outcome
+        if outcome.first is not None:
+            outcome = resolve(outcome, self._index)[0]
         if not outcome.done:
             raise asyncio.InvalidStateError("the record is not delivered yet")
         return outcome.error
@@ -181,7 +238,10 @@ class Delivery(DeliveryFields):
         self._callbacks.append((fn, context))
         if not self._watching:
             self._watching = True
-            resolve(self._outcome, self._index)[0].add_waiter(self._on_outcome)
+            outcome = self._outcome
+            if outcome.first is not None:
+                outcome = resolve(outcome, self._index)[0]
+            outcome.deliveries.append(self)
 
     def remove_done_callback(self, fn: Callable[[Any], object]) -> int:
         callbacks = self._callbacks or []
@@ -212,17 +272,6 @@ class Delivery(DeliveryFields):
 
     __iter__ = __await__
 
-    def _on_outcome(self) -> None:
-        self._watching = False
-        if self._cancelled:
-            return
-        outcome, _ = resolve(self._outcome, self._index)
-        if not outcome.done:  # the batch was split: wait for the half that carries this record
-            self._watching = True
-            outcome.add_waiter(self._on_outcome)
-            return
-        self._run_callbacks()
-
     def _run_callbacks(self) -> None:
         callbacks, self._callbacks = self._callbacks, None
         if callbacks:
@@ -233,6 +282,16 @@ class Delivery(DeliveryFields):
     def __repr__(self) -> str:
         outcome, index = resolve(self._outcome, self._index)
         return f"<Delivery {outcome.topic}-{outcome.partition} #{index} of {outcome!r}>"
+
+
+# The compiled DeliveryFields holds twins of these methods (same rules; the test suite runs both implementations).
+_COMPILED_DELIVERY_METHODS = ("get_loop", "done", "cancelled", "result", "exception", "add_done_callback")
+if speedups is not None:
+    for _name in _COMPILED_DELIVERY_METHODS:
+        delattr(Delivery, _name)
+_RUN_CALLBACKS_OF: Callable[[list[Delivery]], None] = (
+    speedups.run_callbacks_of if speedups is not None else _run_callbacks_of
+)
 
 
 def batch_of(delivery: Delivery) -> BatchOutcome:
@@ -275,6 +334,18 @@ class BulkDeliveries:
         """Append a record's Delivery, or what it failed with at the call, or its prepared form while it waits."""
         self._items.append(item)
 
+    def add_waitables(self, items: Iterable[Any]) -> dict[int, Any]:
+        """Append each item for `wait_all`: a Delivery not cancelled as a record; anything else (a cancelled
+        Delivery, another awaitable) as a None placeholder, returned by position."""
+        others: dict[int, Any] = {}
+        for position, item in enumerate(items, len(self._items)):
+            if isinstance(item, DeliveryFields) and not item._cancelled:
+                self._items.append(item)
+            else:
+                others[position] = item
+                self._items.append(None)
+        return others
+
     def last(self) -> Any:
         """What the last record holds when it is not a delivery (its error or prepared form), else None."""
         item = self._items[-1] if self._items else None
@@ -307,3 +378,22 @@ class BulkDeliveries:
             else:
                 results.append(item)
         return results
+
+
+async def wait_all(items: Iterable[Any], bulk: BulkDeliveries) -> list[Any]:
+    """Each item's outcome, in order: a record's `RecordMetadata` or the exception it failed with.
+
+    Waits batch by batch (one wake-up per batch, however many of its records are listed) instead of once per
+    record as `asyncio.gather` does. `bulk` is an empty `BulkDeliveries` (the compiled twin when it is built).
+    Anything that is not a pending-or-settled `Delivery` (a cancelled one, an asyncio future, a coroutine) is
+    awaited through `asyncio.gather(..., return_exceptions=True)`, so its result or exception takes its place too.
+    """
+    others = bulk.add_waitables(items)
+    for outcome in bulk.outcomes():
+        await outcome.wait()  # follows splits to both halves
+    results = bulk.results(resolve)
+    if others:
+        settled = await asyncio.gather(*others.values(), return_exceptions=True)
+        for position, result in zip(others, settled, strict=True):
+            results[position] = result
+    return results

@@ -20,7 +20,7 @@ from .appender import RECORD_MEMORY_OVERHEAD, Appender, Prepared
 from .cluster import Cluster, monotonic_ms
 from .compression import CompressionType
 from .config import ProducerConfig
-from .delivery import BulkDeliveries, Delivery, resolve
+from .delivery import BulkDeliveries, Delivery, resolve, wait_all
 from .errors import (
     AioProducerError,
     InvalidRecordError,
@@ -405,6 +405,19 @@ class Producer(TransactionalMethods):
                 await outcome.wait()
         results: list[RecordMetadata | BaseException] = bulk.results(resolve)
         return RecordSerializer.merge(results, refused) if refused else results
+
+    async def wait(self, deliveries: Iterable[Any]) -> list[RecordMetadata | BaseException]:
+        """Wait for many records' deliveries; one result per item, in order: its `RecordMetadata` or the exception
+        it failed with (never raised). The fast way to wait for what `enqueue` returned.
+
+        `asyncio.gather(*deliveries, return_exceptions=True)` gives the same list, but wakes once per record; this
+        waits batch by batch and builds the results in one pass. A record's result is exact: a failed batch fails
+        only its own records. Sending is not hurried (linger_ms still applies; `flush` sends at once). Items that
+        are not a `Delivery` (a cancelled one, an asyncio future or task) are awaited too, and their result or
+        exception takes their place. Cancelling `wait` cancels only the waiting.
+        """
+        bulk: BulkDeliveries = speedups.BulkDeliveries() if speedups is not None else BulkDeliveries()
+        return await wait_all(deliveries, bulk)
 
     async def _append_after_waiting(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
         """The slow path: wait for metadata and memory (together bounded by `max_block_ms`), then append."""

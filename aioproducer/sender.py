@@ -121,17 +121,22 @@ class Sender:
             for other in (wait, self._cluster.next_reconnect_delay_ms(now), self._next_expiry_ms - now, pid_retry):
                 if other is not None:
                     delay = min(delay, other)
-            await self._sleep(max(delay, 1) / 1000)
+            await self._sleep_until(now + max(delay, 1))
 
-    async def _sleep(self, seconds: float) -> None:
-        """Until `wake()` or `seconds` pass. A plain future and timer: cheaper than wait_for, which also could
-        swallow a cancellation before Python 3.12."""
+    async def _sleep_until(self, due_ms: int) -> None:
+        """Until `wake()` or the loop's clock reaches `due_ms`. A plain future and timer: cheaper than wait_for,
+        which also could swallow a cancellation before Python 3.12.
+
+        The timer is set at `due_ms` itself (plus 0.1 ms, so that the clock then reads at least `due_ms` in whole
+        milliseconds), not `delay` after now: `now` is the clock cut to whole milliseconds, so sleeping `delay` from
+        the real time overslept by up to 1 ms, on top of the up-to-1 ms the selector rounds its timeout up by. For an
+        idle `send` that was up to 1 ms beyond linger_ms."""
         if self._wakeup_pending:
             self._wakeup_pending = False
             return
         loop = asyncio.get_running_loop()
         waiter = self._waiter = loop.create_future()
-        timer = loop.call_later(seconds, _resolve, waiter)
+        timer = loop.call_at(due_ms / 1000 + 0.0001, _resolve, waiter)
         try:
             await waiter
         finally:

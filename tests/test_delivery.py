@@ -8,11 +8,22 @@ AIOPRODUCER_NO_EXTENSIONS=1.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from aioproducer.accelerated import speedups
-from aioproducer.delivery import BatchOutcome, BulkDeliveries, Delivery, new_delivery, resolve
+from aioproducer.delivery import (
+    BatchOutcome,
+    BulkDeliveries,
+    Delivery,
+    _run_callbacks_of,
+    new_delivery,
+    resolve,
+    wait_all,
+)
 from aioproducer.errors import DeliveryTimeoutError, InvalidRecordError
 from aioproducer.models import RecordMetadata
 
@@ -228,3 +239,201 @@ async def test_bulk_deliveries_keep_order_errors_and_splits(bulk_type: type[Bulk
         RecordMetadata("t", 0, 200, 3, -1, 3),
         RecordMetadata("t", 1, -1, 55, -1, 3),
     ]
+
+
+# -- waiting batch by batch -----------------------------------------------------------------------------------------
+
+
+async def test_wait_all_gives_each_record_its_own_outcome_in_order(bulk_type: type[BulkDeliveries]) -> None:
+    """Results come back in the caller's order, one per item: a failed batch fails only its own records, a split
+    batch's records read their halves, a cancelled delivery gives CancelledError and other awaitables their own
+    result or exception, as asyncio.gather(return_exceptions=True) would."""
+    ok, bad, split = outcome_now("t", 0), outcome_now("t", 1), outcome_now("t", 2)
+    loop = asyncio.get_running_loop()
+    plain, broken = loop.create_future(), loop.create_future()
+    cancelled = make_delivery(ok, 3, 40)
+    assert cancelled.cancel()
+    items = [
+        make_delivery(ok, 0, 10),
+        make_delivery(bad, 0),
+        make_delivery(split, 1, 30),
+        plain,
+        make_delivery(ok, 1, 11, key=2),
+        cancelled,
+        broken,
+        make_delivery(bad, 1),
+        make_delivery(split, 0, 29),
+    ]
+    waiting = asyncio.ensure_future(wait_all(iter(items), bulk_type()))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    error = InvalidRecordError("rejected")
+    ok.succeed(100, -1)
+    bad.fail(error)
+    left, right = outcome_now("t", 2), outcome_now("t", 2)
+    split.forward(1, left, right)
+    left.succeed(7, -1)
+    await asyncio.sleep(0)
+    assert not waiting.done()  # the right half is still pending
+    right.succeed(50, -1)
+    plain.set_result("plain")
+    broken.set_exception(KeyError("broken"))
+    results = await asyncio.wait_for(waiting, 5)
+    assert results[0] == RecordMetadata("t", 0, 100, 10, -1, 3)
+    assert results[1] is error and results[7] is error
+    assert results[2] == RecordMetadata("t", 2, 50, 30, -1, 3)
+    assert results[3] == "plain"
+    assert results[4] == RecordMetadata("t", 0, 101, 11, 2, 3)
+    assert isinstance(results[5], asyncio.CancelledError)
+    assert isinstance(results[6], KeyError)
+    assert results[8] == RecordMetadata("t", 2, 7, 29, -1, 3)
+    assert len(results) == len(items)
+    # The same answers, record by record, as asking each handle.
+    for item, result in zip(items, results, strict=True):
+        if isinstance(item, Delivery) and not item.cancelled():
+            assert (item.exception() or item.result()) == result
+
+
+async def test_wait_all_of_nothing_and_of_settled_deliveries_returns_at_once(bulk_type: type[BulkDeliveries]) -> None:
+    assert await wait_all([], bulk_type()) == []
+    outcome = outcome_now()
+    outcome.succeed(5, -1)
+    assert [m.offset for m in await wait_all([make_delivery(outcome, 1)], bulk_type())] == [6]
+
+
+async def test_cancelling_wait_all_leaves_the_deliveries_pending_and_usable(bulk_type: type[BulkDeliveries]) -> None:
+    outcome = outcome_now()
+    delivery = make_delivery(outcome, 0)
+    waiting = asyncio.ensure_future(wait_all([delivery], bulk_type()))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert not delivery.done() and not delivery.cancelled()
+    outcome.succeed(3, -1)
+    assert (await delivery).offset == 3
+
+
+# -- one loop callback per settled batch ----------------------------------------------------------------------------
+
+
+async def test_a_settled_batch_runs_its_records_callbacks_in_one_loop_callback_in_order() -> None:
+    """A batch's waiting records are woken by one loop callback (not one each); each callback still runs once, after
+    the settling code returned, in the order the callbacks were added, each in its own context."""
+    outcome = outcome_now()
+    deliveries = [make_delivery(outcome, i) for i in range(50)]
+    seen: list[tuple[int, int, str]] = []
+    label: contextvars.ContextVar[str] = contextvars.ContextVar("label", default="-")
+    for i, delivery in enumerate(reversed(deliveries)):
+        context = contextvars.copy_context()
+        context.run(label.set, f"ctx{i}")
+        delivery.add_done_callback(lambda d, i=i: seen.append((i, d.result().offset, label.get())), context=context)
+    loop = asyncio.get_running_loop()
+    scheduled: list[object] = []
+    original = loop.call_soon
+
+    def counting_call_soon(callback: Any, *args: Any, **kwargs: Any) -> asyncio.Handle:
+        scheduled.append(callback)
+        return original(callback, *args, **kwargs)
+
+    loop.call_soon = counting_call_soon  # type: ignore[method-assign]
+    try:
+        outcome.succeed(1000, -1)
+    finally:
+        del loop.call_soon
+    assert len(scheduled) == 1 and seen == []
+    await asyncio.sleep(0)
+    assert seen == [(i, 1049 - i, f"ctx{i}") for i in range(50)]
+
+
+def test_the_compiled_handle_methods_are_the_ones_in_use_when_built() -> None:
+    """The compiled fields hold twins of Delivery's waiting methods; when built, they must be the ones asyncio calls
+    (else the compiled build silently runs the pure ones and its tests prove nothing about the twins)."""
+    if speedups is None:
+        assert Delivery.done.__module__ == "aioproducer.delivery"
+    else:
+        assert Delivery.done is speedups.DeliveryFields.done
+        assert Delivery.add_done_callback is speedups.DeliveryFields.add_done_callback
+
+
+async def test_a_raising_callback_is_reported_and_the_batchs_other_callbacks_still_run() -> None:
+    outcome = outcome_now()
+    deliveries = [make_delivery(outcome, i) for i in range(3)]
+    seen: list[int] = []
+    reported: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    try:
+
+        def explode(delivery: Delivery) -> None:
+            raise ValueError("callback bug")
+
+        deliveries[0].add_done_callback(explode)
+        for delivery in deliveries:
+            delivery.add_done_callback(lambda d: seen.append(d.result().offset))
+        outcome.succeed(0, -1)
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert seen == [0, 1, 2]
+    assert len(reported) == 1 and isinstance(reported[0]["exception"], ValueError)
+
+
+RUNNERS = [_run_callbacks_of] + ([speedups.run_callbacks_of] if speedups is not None else [])
+
+
+@pytest.mark.parametrize("run_callbacks_of", RUNNERS, ids=lambda f: f.__module__)
+async def test_system_exit_in_a_callback_leaves_the_remaining_callbacks_scheduled(
+    run_callbacks_of: Callable[[list[Delivery]], None],
+) -> None:
+    """Should a callback raise SystemExit (it propagates, as from any asyncio callback), the batch's callbacks not
+    yet run are not lost: they run at the loop's next turn."""
+    outcome = outcome_now()
+    deliveries = [make_delivery(outcome, i) for i in range(3)]
+    seen: list[int] = []
+
+    def leave(delivery: Delivery) -> None:
+        raise SystemExit(3)
+
+    deliveries[0].add_done_callback(leave)
+    deliveries[0].add_done_callback(lambda d: seen.append(d.result().offset))
+    for delivery in deliveries[1:]:
+        delivery.add_done_callback(lambda d: seen.append(d.result().offset))
+    outcome.succeed(10, -1)
+    with pytest.raises(SystemExit):
+        run_callbacks_of(outcome_deliveries := list(deliveries))
+    assert seen == [] and outcome_deliveries == deliveries
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    # Each callback ran exactly once: the scheduled batch callback found nothing left to run for them twice.
+    assert sorted(seen) == [10, 11, 12]
+
+
+async def test_callbacks_of_a_record_whose_batch_is_split_run_when_its_half_settles() -> None:
+    outcome = outcome_now()
+    deliveries = [make_delivery(outcome, i) for i in range(4)]
+    seen: list[tuple[int, object]] = []
+    for i, delivery in enumerate(deliveries):
+        delivery.add_done_callback(lambda d, i=i: seen.append((i, d.exception() or d.result().offset)))
+    first, second = outcome_now(), outcome_now()
+    outcome.forward(2, first, second)
+    error = InvalidRecordError("rejected")
+    second.fail(error)
+    await asyncio.sleep(0)
+    assert seen == [(2, error), (3, error)]
+    first.succeed(20, -1)
+    await asyncio.sleep(0)
+    assert seen[2:] == [(0, 20), (1, 21)]
+
+
+def test_settling_after_the_loop_closed_does_not_raise() -> None:
+    """A batch failed after its loop closed (a test's producer closed late) must still settle: its waiting records'
+    callbacks cannot run any more, and scheduling them on the closed loop would raise instead."""
+    loop = asyncio.new_event_loop()
+    outcome = BatchOutcome("t", 0, loop)
+    delivery = make_delivery(outcome, 0)
+    delivery.add_done_callback(lambda d: None, context=contextvars.copy_context())
+    loop.close()
+    error = InvalidRecordError("closed")
+    outcome.fail(error)
+    assert delivery.done() and delivery.exception() is error

@@ -486,3 +486,23 @@ async def test_failed_batches_are_logged_once_at_warning_and_rate_limited(
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     message = warnings[0].getMessage()
     assert "1 record(s) to logged-0" in message and "InvalidRecordError" in message, message
+
+
+async def test_wait_fails_only_the_records_of_the_batch_that_failed(mock_cluster: MockCluster) -> None:
+    """A Produce error on one broker fails that broker's batch; `producer.wait` returns that error for exactly its
+    records, and metadata for the records of the other partition, in the caller's order."""
+    mock_cluster.create_topic("split-fate", 2)
+    mock_cluster.set_partition_leader("split-fate", 0, 1)
+    mock_cluster.set_partition_leader("split-fate", 1, 2)
+    async with running_producer(mock_cluster.bootstrap_servers, **{**FAST, "linger_ms": 50}) as producer:
+        for partition in (0, 1):
+            await producer.send("split-fate", b"warm", partition=partition)
+        mock_cluster.push_broker_request_errors(1, PRODUCE, [(INVALID_RECORD, 0)])
+        deliveries = [await producer.enqueue("split-fate", b"r%d" % i, partition=i % 2) for i in range(40)]
+        results = await producer.wait(deliveries)
+    assert len(results) == 40
+    for i, result in enumerate(results):
+        if i % 2 == 0:
+            assert isinstance(result, KafkaError) and result is deliveries[i].exception(), (i, result)
+        else:
+            assert isinstance(result, RecordMetadata) and (result.partition, result.offset) == (1, 1 + i // 2)

@@ -89,3 +89,35 @@ async def test_a_fault_in_handling_an_answer_fails_the_records_instead_of_leavin
             await asyncio.wait_for(producer.send("faulty", b"v"), 10)
         monkeypatch.undo()
         assert (await producer.send("faulty", b"after")).offset >= 1
+
+
+async def test_the_sender_wakes_for_a_lingering_batch_at_its_due_time_not_a_whole_delay_after_now(
+    mock_cluster: MockCluster,
+) -> None:
+    """The sender slept `delay` ms from the real time although the delay was counted from the clock cut to whole
+    milliseconds: a lingering batch went out up to 1 ms after linger_ms (beyond the selector's own rounding), which
+    an idle `send` paid in full. Its timer is now set at the batch's due time (created_ms + linger_ms, + 0.1 ms so
+    the clock then reads that millisecond)."""
+    mock_cluster.create_topic("due", 1)
+    linger_ms = 200
+    async with Producer(mock_cluster.bootstrap_servers, linger_ms=linger_ms) as producer:
+        await producer.send("due", b"warm")
+        loop = asyncio.get_running_loop()
+        timers: list[float] = []
+        original = loop.call_at
+
+        def recording_call_at(when: float, callback: object, *args: object, **kwargs: object) -> asyncio.TimerHandle:
+            timers.append(when)
+            return original(when, callback, *args, **kwargs)  # type: ignore[arg-type]
+
+        loop.call_at = recording_call_at  # type: ignore[method-assign]
+        try:
+            delivery = await producer.enqueue("due", b"x")
+            batch = producer._accumulator.queues["due", 0][0]
+            for _ in range(5):
+                await asyncio.sleep(0)
+        finally:
+            del loop.call_at
+        due_s = (batch.created_ms + linger_ms) / 1000
+        assert any(abs(when - (due_s + 0.0001)) < 1e-9 for when in timers), (due_s, timers)
+        assert (await delivery).offset == 1

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from tests.benchmarks.workloads import LINGER_MS, RunSpec
+from tests.benchmarks.workloads import BULK_CHUNK, IDIOM_TASKS, LINGER_MS, RunSpec
 
 __all__ = ["AsyncClient", "make_async_client"]
 
@@ -31,6 +31,42 @@ class AsyncClient(Protocol):
     async def flush(self) -> None: ...
 
     async def close(self) -> None: ...
+
+    async def idiom(self, name: str, values: Sequence[bytes]) -> int:
+        """Produce `values` the way idiom `name` waits for each record; returns how many records failed."""
+        ...
+
+
+class Settled:
+    """Counts the records a done-callback saw settle; `all_done` wakes once `expected` have."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.count = 0
+        self.failed = 0
+        self.all_done = asyncio.Event()
+
+    def on_done(self, future: Any) -> None:
+        if future.cancelled() or future.exception() is not None:
+            self.failed += 1
+        self.count += 1
+        if self.count == self.expected:
+            self.all_done.set()
+
+
+def failures(results: Sequence[Any]) -> int:
+    return sum(1 for result in results if isinstance(result, BaseException))
+
+
+async def in_tasks(send_one: Any, values: Sequence[bytes]) -> int:
+    """`send_one(value)` awaited for every value, spread over IDIOM_TASKS concurrent tasks."""
+
+    async def worker(share: Sequence[bytes]) -> None:
+        for value in share:
+            await send_one(value)
+
+    await asyncio.gather(*(worker(values[i::IDIOM_TASKS]) for i in range(IDIOM_TASKS)))
+    return 0
 
 
 class AioproducerClient:
@@ -80,6 +116,38 @@ class AioproducerClient:
     async def close(self) -> None:
         await self.producer.close()
 
+    async def idiom(self, name: str, values: Sequence[bytes]) -> int:
+        producer, enqueue, topic = self.producer, self.producer.enqueue, self.topic
+        if name == "gather":
+            deliveries = [await enqueue(topic, value) for value in values]
+            return failures(await asyncio.gather(*deliveries, return_exceptions=True))
+        if name == "wait":
+            deliveries = [await enqueue(topic, value) for value in values]
+            return failures(await producer.wait(deliveries))
+        if name == "callback":
+            settled = Settled(len(values))
+            on_done = settled.on_done
+            for value in values:
+                (await enqueue(topic, value)).add_done_callback(on_done)
+            await producer.flush()
+            await settled.all_done.wait()
+            return settled.failed
+        if name == "tasks":
+            send = producer.send
+            return await in_tasks(lambda value: send(topic, value), values)
+        if name == "enqueue_flush":
+            await self.loop(values, None)
+            return 0
+        if name == "send_many":
+            from aioproducer import ProducerRecord
+
+            failed = 0
+            for first in range(0, len(values), BULK_CHUNK):
+                chunk = [ProducerRecord(topic, value) for value in values[first : first + BULK_CHUNK]]
+                failed += failures(await producer.send_many(chunk))
+            return failed
+        raise ValueError(f"aioproducer has no idiom {name!r}")
+
 
 class AiokafkaClient:
     def __init__(self, spec: RunSpec) -> None:
@@ -125,6 +193,33 @@ class AiokafkaClient:
 
     async def close(self) -> None:
         await self.producer.stop()
+
+    async def idiom(self, name: str, values: Sequence[bytes]) -> int:
+        producer, send, topic = self.producer, self.producer.send, self.topic
+        if name == "gather":
+            futures = [await send(topic, value) for value in values]
+            return failures(await asyncio.gather(*futures, return_exceptions=True))
+        if name == "callback":
+            settled = Settled(len(values))
+            on_done = settled.on_done
+            for value in values:
+                (await send(topic, value)).add_done_callback(on_done)
+            await producer.flush()
+            await settled.all_done.wait()
+            return settled.failed
+        if name == "tasks":
+            send_and_wait = producer.send_and_wait
+            return await in_tasks(lambda value: send_and_wait(topic, value), values)
+        if name == "enqueue_flush":
+            await self.loop(values, None)
+            return 0
+        if name == "send_many":  # its bulk idiom: send each record of a chunk, then gather the chunk's futures
+            failed = 0
+            for first in range(0, len(values), BULK_CHUNK):
+                futures = [await send(topic, value) for value in values[first : first + BULK_CHUNK]]
+                failed += failures(await asyncio.gather(*futures, return_exceptions=True))
+            return failed
+        raise ValueError(f"aiokafka has no idiom {name!r}")
 
 
 class ConfluentAioClient:
@@ -178,6 +273,31 @@ class ConfluentAioClient:
 
     async def close(self) -> None:
         await self.producer.close()
+
+    async def idiom(self, name: str, values: Sequence[bytes]) -> int:
+        producer, produce, topic = self.producer, self.producer.produce, self.topic
+        if name == "gather":
+            futures = [await produce(topic, value) for value in values]
+            await producer.flush()  # else the last futures wait for its 1 s buffer timeout
+            return failures(await asyncio.gather(*futures, return_exceptions=True))
+        if name == "callback":
+            settled = Settled(len(values))
+            on_done = settled.on_done
+            for value in values:
+                (await produce(topic, value)).add_done_callback(on_done)
+            await producer.flush()
+            await settled.all_done.wait()
+            return settled.failed
+        if name == "tasks":
+
+            async def send_and_wait(value: bytes) -> None:
+                await (await produce(topic, value))
+
+            return await in_tasks(send_and_wait, values)
+        if name == "enqueue_flush":
+            await self.loop(values, None)
+            return 0
+        raise ValueError(f"confluent-kafka AIOProducer has no idiom {name!r}")
 
 
 def _observing(mode: str) -> list[Any]:

@@ -92,6 +92,35 @@ class ConfluentSyncClient:
     def close(self) -> None:
         self.producer.flush()
 
+    def idiom(self, name: str, values: Sequence[bytes]) -> int:
+        """Produce `values` the way idiom `name` waits for each record; returns how many records failed."""
+        if name == "callback":  # produce with a delivery callback per record, poll(0) after each, then flush
+            failed = 0
+
+            def on_delivery(err: Any, msg: Any) -> None:
+                nonlocal failed
+                if err is not None:
+                    failed += 1
+
+            produce, poll, topic = self.producer.produce, self.producer.poll, self.topic
+            for value in values:
+                while True:
+                    try:
+                        produce(topic, value, on_delivery=on_delivery)
+                        break
+                    except BufferError:
+                        poll(0.005)
+                poll(0)
+            self.producer.flush()
+            return failed
+        if name == "enqueue_flush":
+            self.loop(values, None)
+            return 0
+        if name == "send_many":
+            self.bulk(values, 10_000)
+            return 0
+        raise ValueError(f"confluent-kafka Producer has no idiom {name!r}")
+
 
 def _confluent_done(done: Done, t0: float, err: Any, msg: Any) -> None:
     done(t0, err is None)

@@ -114,13 +114,16 @@ def _with_missed_ticks(lags: Sequence[float]) -> list[float]:
     return filled
 
 
-async def _lag_async(client: AsyncClient, values: Sequence[bytes], bulk: bool) -> dict[str, Any]:
+async def _lag_async(client: AsyncClient, values: Sequence[bytes], bulk: bool, idiom: str = "") -> dict[str, Any]:
     ticks: list[tuple[float, float]] = []
     stop = asyncio.Event()
     ticker = asyncio.create_task(_ticker(ticks, stop))
     await asyncio.sleep(0.3)  # the ticker runs before production starts; its idle jitter is the baseline
     begin = time.perf_counter()
-    await (client.bulk(values, BULK_CHUNK) if bulk else client.loop(values, None))
+    if idiom:
+        _check_settled(await client.idiom(idiom, values))
+    else:
+        await (client.bulk(values, BULK_CHUNK) if bulk else client.loop(values, None))
     end = time.perf_counter()
     stop.set()
     await ticker
@@ -150,7 +153,9 @@ async def _run_async(spec: RunSpec) -> dict[str, Any]:
     elif spec.mode == "idle":
         result.update(await _idle_async(client, spec.count, float(spec.extra.get("budget_s", 15))))
     elif spec.mode == "lag":
-        result.update(await _lag_async(client, values, bool(spec.extra.get("bulk"))))
+        result.update(await _lag_async(client, values, bool(spec.extra.get("bulk")), str(spec.extra.get("idiom", ""))))
+    elif spec.mode == "idiom":
+        _check_settled(await client.idiom(str(spec.extra["idiom"]), values))
     result.update(elapsed_s=time.perf_counter() - t0, cpu_s=cpu_seconds() - cpu0, peak_rss_mb=peak_rss_mb())
     await client.close()
     return result
@@ -199,9 +204,17 @@ def _run_sync(spec: RunSpec) -> dict[str, Any]:
         result.update(_rate_sync(client, values, spec.rate))
     elif spec.mode == "idle":
         result.update(_idle_sync(client, spec.count, float(spec.extra.get("budget_s", 15))))
+    elif spec.mode == "idiom":
+        _check_settled(client.idiom(str(spec.extra["idiom"]), values))  # type: ignore[attr-defined]
     result.update(elapsed_s=time.perf_counter() - t0, cpu_s=cpu_seconds() - cpu0, peak_rss_mb=peak_rss_mb())
     client.close()
     return result
+
+
+def _check_settled(failed: int) -> None:
+    """An idiom run counts only when every record was delivered (the broker's count is checked afterwards)."""
+    if failed:
+        raise RuntimeError(f"{failed} record(s) failed")
 
 
 def run(spec: RunSpec) -> dict[str, Any]:

@@ -20,6 +20,7 @@ __all__ = ["Table", "write_report"]
 
 Run = dict[str, Any]
 THROUGHPUT = [w for w in WORKLOADS if w.mode in ("loop", "bulk")]
+IDIOM_ROWS = [w for w in WORKLOADS if w.mode == "idiom"]
 NAN = float("nan")
 
 
@@ -141,7 +142,7 @@ def _lag_rows(table: Table) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for w in WORKLOADS:
-        if w.mode != "lag":
+        if w.mode != "lag" or w.idiom:  # the kept-handles lag rows have their own table
             continue
         for client in CLIENTS:
             if not table.ran(w.name, client):
@@ -227,6 +228,106 @@ def _observe_rows(table: Table) -> list[str]:
         "process, as paired ratios, and times the observer's own work directly.",
     ]
     return rows
+
+
+def _idiom_sections(broker: str, table: Table) -> list[str]:
+    """Each way of waiting for every record's outcome, per client that has the idiom, on one broker."""
+    clients = [c for c in CLIENTS if any(table.ran(w.name, c) for w in IDIOM_ROWS)]
+    if not clients:
+        return []
+    label = BROKER_LABELS[broker]
+    rate = lambda r: r["records"] / r["elapsed_s"]  # noqa: E731
+    rows = _head(clients)
+    spreads = _head(clients)
+    for w in IDIOM_ROWS:
+        if not any(table.ran(w.name, c) for c in clients):
+            continue
+        ours = table.rate(w.name, "aioproducer")
+        cells, spread = [], []
+        for client in clients:
+            cell = _cell(table, w.name, client, rate)
+            theirs = table.rate(w.name, client)
+            if client != "aioproducer" and theirs == theirs and ours == ours:
+                cell += f" ({ours / theirs:.2f}x)"
+            cells.append(cell)
+            rates = sorted(rate(r) / 1000 for r in table.ok(w.name, client))
+            spread.append(f"{rates[0]:,.0f}-{rates[-1]:,.0f}" if rates else "n/a")
+        rows.append(f"| {w.title} | " + " | ".join(cells) + " |")
+        spreads.append(f"| {w.title} | " + " | ".join(spread) + " |")
+    names = [w.name for w in IDIOM_ROWS if any(table.ran(w.name, c) for c in clients)]
+    cpu = _head(clients)
+    titles = {w.name: w.title for w in IDIOM_ROWS}
+    for name in names:
+        cpu.append(
+            f"| {titles[name]} | "
+            + " | ".join(_cell(table, name, c, lambda r: r["cpu_s"] / r["records"] * 1e6, 2) for c in clients)
+            + " |"
+        )
+    return [
+        f"## Idioms on {label}: records/s when every record's outcome is waited for (aioproducer ÷ peer in brackets)",
+        "",
+        "100 B keyless records; each run checks that every record was delivered (a failed record fails the run) "
+        "and an independent consumer counts the topic afterwards. Ratios compare runs of the same rounds only.",
+        "",
+        *rows,
+        "",
+        "Slowest-fastest round, thousands of records/s:",
+        "",
+        *spreads,
+        "",
+        f"CPU seconds per million records (the client's whole process, all threads), {label}:",
+        "",
+        *cpu,
+        "",
+        *_kept_handles_rows(table, label),
+    ]
+
+
+def _kept_handles_rows(table: Table, label: str) -> list[str]:
+    """Event-loop lag while every handle is kept and waited for, and idle sends on this broker (when they ran)."""
+    lines: list[str] = []
+    lag = [w for w in WORKLOADS if w.mode == "lag" and w.idiom and any(table.ran(w.name, c) for c in CLIENTS)]
+    if lag:
+        lines += [
+            f"## Event-loop lag on {label} while a caller waits for every record (the collector's pauses show here)",
+            "",
+            "| workload | client | p50 ms | p99 ms (tick samples) | p99 ms (with missed ticks) | max ms "
+            "| records/s meanwhile |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for w in lag:
+            for client in CLIENTS:
+                if not table.ran(w.name, client):
+                    continue
+                cells = [
+                    _cell(table, w.name, client, lambda r: r["lag"]["p50_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["lag"]["p99_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["lag_corrected"]["p99_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["lag"]["max_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["records"] / r["elapsed_s"]),
+                ]
+                lines.append(f"| {w.title} | {CLIENT_LABELS[client]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    idle = [w for w in WORKLOADS if w.name == "idle_send_kafka" and any(table.ran(w.name, c) for c in CLIENTS)]
+    for w in idle:
+        lines += [
+            f"## One `send` on an idle producer, {label} (linger.ms={LINGER_MS}: the target is p99 ≤ "
+            f"{LINGER_MS + 2} ms)",
+            "",
+            "| client | p50 ms | p99 ms | max ms | samples |",
+            "|---|---|---|---|---|",
+        ]
+        for client in CLIENTS:
+            if table.ran(w.name, client):
+                cells = [
+                    _cell(table, w.name, client, lambda r: r["latency"]["p50_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["latency"]["p99_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["latency"]["max_ms"], 2),
+                    _cell(table, w.name, client, lambda r: r["latency"]["n"]),
+                ]
+                lines.append(f"| {CLIENT_LABELS[client]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
 
 
 def _verdict(ok: bool | None) -> str:
@@ -423,6 +524,14 @@ def _tansu_only_sections(tansu: Table) -> list[str]:
 def write_report(meta: dict[str, Any], runs: list[Run], out: Path) -> None:
     """Write results.md, benchmark.png (Tansu) and benchmark_kafka.png (real Kafka) into `out`."""
     tables = {broker: Table([r for r in runs if broker_of(r) == broker]) for broker in BROKERS}
+    idiom_names = {w.name for w in WORKLOADS if w.mode == "idiom" or w.idiom or w.name == "idle_send_kafka"}
+    if runs and all(r["workload"] in idiom_names for r in runs):  # an idioms-only run: its tables alone
+        lines = _header(meta, runs)
+        for broker, table in tables.items():
+            lines += _idiom_sections(broker, table)
+        lines += ["## Failed or unverified runs", "", *_errors(runs), ""]
+        (out / "results.md").write_text("\n".join(lines))
+        return
     tansu = tables["tansu"]
     lines = _header(meta, runs)
     if tansu.groups:
@@ -430,6 +539,7 @@ def write_report(meta: dict[str, Any], runs: list[Run], out: Path) -> None:
     for broker, table in tables.items():
         if table.groups:
             lines += _broker_sections(broker, table)
+            lines += _idiom_sections(broker, table)
     if tansu.groups:
         lines += _tansu_only_sections(tansu)
     lines += ["## Failed or unverified runs", "", *_errors(runs), ""]

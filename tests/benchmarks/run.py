@@ -60,7 +60,12 @@ def _spec(workload: Workload, client: str, bootstrap: str, topic: str, quick: bo
         idempotent=workload.idempotent,
         rate=workload.rate,
         buffer_memory=workload.buffer_memory,
-        extra={"budget_s": 5 if quick else 15, "bulk": workload.via_bulk, "observe": workload.observe},
+        extra={
+            "budget_s": 5 if quick else 15,
+            "bulk": workload.via_bulk,
+            "observe": workload.observe,
+            "idiom": workload.idiom,
+        },
     )
 
 

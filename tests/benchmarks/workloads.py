@@ -24,7 +24,7 @@ __all__ = [
     "value_pool",
 ]
 
-Mode = Literal["loop", "bulk", "rate", "idle", "lag", "memory"]
+Mode = Literal["loop", "bulk", "rate", "idle", "lag", "memory", "idiom"]
 
 PYTHON_CLIENTS = ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync", "kafka_python")
 # The Java producer (kafka-clients, the reference implementation) runs the throughput loops only.
@@ -72,6 +72,8 @@ class Workload:
     # aioproducer only: "off" skips the observer's per-batch work (the baseline), "otel" adds the OpenTelemetry hook
     # with every span sampled and no exporter; "" is the default producer (metrics on, no hooks).
     observe: str = ""
+    # mode "idiom": how the caller waits for its records (see IDIOMS)
+    idiom: str = ""
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,20 @@ WORKLOADS: tuple[Workload, ...] = (
         clients=WITH_JAVA,
         brokers=BOTH_BROKERS,
     ),
+    # gzip and snappy complete the four codecs (lz4 and zstd above carry the Java peer and the lag rows).
+    *(
+        Workload(
+            f"{codec}_1KB",
+            f"1 KB values, {codec}",
+            "loop",
+            full=150_000,
+            quick=15_000,
+            value_size=1000,
+            compression=codec,
+            brokers=BOTH_BROKERS,
+        )
+        for codec in ("gzip", "snappy")
+    ),
     Workload(
         "idempotent_100B",
         "keyless 100 B, acks=all + idempotence",
@@ -225,6 +241,83 @@ WORKLOADS: tuple[Workload, ...] = (
         )
     ),
 )
+
+
+# The ways users wait for each record's outcome, each run by every client that has the idiom (100 B, keyless). The
+# Java producer's documented loop is send() with a callback per record, then flush(): it joins "callback".
+IDIOM_TASKS = 1000
+IDIOMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "gather": ("gather over every record's future", ("aioproducer", "aiokafka", "confluent_aio")),
+    "callback": (
+        "a done-callback per record, then flush",
+        ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync", "java"),
+    ),
+    # confluent-kafka's AIOProducer is left out: each of its awaited sends waits for its 1 s buffer timeout, so
+    # this row ran at ~1 k records/s (200 s a run) in a quick trial.
+    "tasks": (f"send awaited in {IDIOM_TASKS} concurrent tasks", ("aioproducer", "aiokafka")),
+    "enqueue_flush": (
+        "enqueue loop, then flush",
+        ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync"),
+    ),
+    "send_many": ("send_many (10 k chunks; peers: their bulk idiom)", ("aioproducer", "aiokafka", "confluent_sync")),
+    "wait": ("enqueue loop, then producer.wait(deliveries)", ("aioproducer",)),
+}
+IDIOM_WORKLOADS: tuple[Workload, ...] = tuple(
+    Workload(
+        f"idiom_{idiom}_100B",
+        f"idiom: {title}",
+        "idiom",
+        full=200_000,
+        quick=20_000,
+        clients=clients,
+        brokers=BOTH_BROKERS,
+        idiom=idiom,
+    )
+    for idiom, (title, clients) in IDIOMS.items()
+)
+# Event-loop lag while a caller keeps every record's handle and waits for them all (the cyclic collector walks
+# whatever stays alive), and a single send on an idle producer on real Kafka (the target: p99 <= linger_ms + 2 ms).
+KEPT_HANDLES_WORKLOADS: tuple[Workload, ...] = (
+    Workload(
+        "loop_lag_gather_100B",
+        "event-loop lag, 100 B, gather over every record's future",
+        "lag",
+        full=300_000,
+        quick=30_000,
+        clients=ASYNC_CLIENTS,
+        idiom="gather",
+    ),
+    Workload(
+        "loop_lag_wait_100B",
+        "event-loop lag, 100 B, enqueue loop then producer.wait",
+        "lag",
+        full=300_000,
+        quick=30_000,
+        clients=("aioproducer",),
+        idiom="wait",
+    ),
+    # send_many of 100 B records in 10 k chunks: the caller's chunk of records is what survived into the old
+    # generation and set off a full collection every ~70 k records.
+    Workload(
+        "loop_lag_send_many_100B",
+        "event-loop lag, 100 B, send_many (10 k chunks)",
+        "lag",
+        full=300_000,
+        quick=30_000,
+        clients=("aioproducer", "aiokafka"),
+        idiom="send_many",
+    ),
+    Workload(
+        "idle_send_kafka",
+        "single send on an idle producer, real Kafka",
+        "idle",
+        full=200,
+        quick=50,
+        clients=("aioproducer", "aiokafka", "confluent_sync", "kafka_python"),
+        brokers=("kafka",),
+    ),
+)
+WORKLOADS = WORKLOADS + IDIOM_WORKLOADS + KEPT_HANDLES_WORKLOADS
 
 
 def plan(only: tuple[str, ...] = (), clients: tuple[str, ...] = (), broker: str = "tansu") -> list[Workload]:
