@@ -13,6 +13,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
+from itertools import accumulate, chain, repeat
+from operator import sub
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .delivery import BatchOutcome, Delivery, new_delivery
@@ -21,6 +23,7 @@ from .hooks import BatchWritten, HookChain, RequestDone, TransactionEvent, load_
 from .metrics import Gauges, MetricsSnapshot, ProducerMetrics
 from .models import ProducerRecord, RecordMetadata
 from .protocol import ApiKey
+from .records.layout import BATCH_HEADER_SIZE
 
 if TYPE_CHECKING:
     from .accumulator import ProducerBatch
@@ -29,6 +32,13 @@ __all__ = ["Observer", "new_observer"]
 
 log = logging.getLogger("aioproducer.observer")
 T = TypeVar("T")
+# Requests whose raw facts may wait for a fold: enough to fold warm, in one loop; few enough to stay small (a few
+# hundred bytes each, whatever the batches' sizes: the facts hold no record bytes).
+PENDING_BOUND = 64
+# One batch as sent: topic, records, bytes of its records section (`ClosedBatch.size_in_bytes` less the batch header,
+# read without a call), compression, buffered bytes, attempts before, created (ms).
+_BatchFacts = tuple[str, int, int, Any, int, int, int]
+_HEADER: int = BATCH_HEADER_SIZE
 
 
 def new_observer(
@@ -62,7 +72,11 @@ class Observer:
         self.last_error: BaseException | None = None
         self.last_error_ms = 0
         self.metadata_refreshed_ms: int | None = None
-        self._stamp: tuple[int, int] = (-1, -1)  # the producer id and epoch of the last batch sent
+        self._producer_id = self._epoch = -1  # the producer state the last batch sent was stamped with
+        # Raw facts of the requests sent and answered since the last `fold`: (node id, sent ms, batch facts) and
+        # (node id, latency ms, throttle ms, delivered batches' ages in ms).
+        self._sent: list[tuple[int, int, list[_BatchFacts]]] = []
+        self._answers: list[tuple[int, int, int, list[int]]] = []
         self._failing_nodes: set[int] = set()  # reported once per run of failures, not per reconnect attempt
 
     def note_error(self, error: BaseException) -> None:
@@ -72,72 +86,58 @@ class Observer:
     # -- sender events ------------------------------------------------------------------------------------------
     def produce_sent(
         self, conn: Any, batches: Sequence[ProducerBatch], future: asyncio.Future[Any] | None
-    ) -> Callable[[asyncio.Future[Any]], None] | None:
+    ) -> Callable[[asyncio.Future[Any], int], None] | None:
         """A Produce request carrying `batches` was written to `conn` (a BrokerConnection). With a `future` (an
-        answer is expected), returns what the sender calls with it once it has handled the answer."""
-        now = self.clock_ms()
-        metrics = self.metrics
-        topics, overhead = metrics.topics, self._record_overhead
-        # Gathered for the whole request, then handed over in one call: this loop is the metrics' per-batch cost
-        # (a few attribute reads and additions; two small lists per request, nothing per record).
-        sizes: list[int] = []
-        waits: list[int] = []
-        records = request_bytes = sized_records = sized_bytes = 0
-        written = self.hooks.batch_written_hooks
-        for batch in batches:
-            closed = batch.closed
-            if closed is None:
-                continue
-            count = closed.record_count
-            wire = closed.size_in_bytes
-            # The records' buffered sizes (validation.record_size, summed): what buffer_memory holds for them less
-            # the fixed overhead per record. Gives record-size-avg, and the uncompressed size under compression.
-            record_bytes = batch.reserved_bytes - count * overhead
-            records += count
-            request_bytes += wire
-            sizes.append(wire)
-            uncompressed = max(record_bytes, wire) if closed.compression else wire
-            stats = topics.get(batch.topic) or metrics.topic_stats(batch.topic)
-            stats.records += count
-            stats.bytes += wire
-            stats.uncompressed += uncompressed
-            if not batch.attempts:
-                waits.append(now - batch.created_ms)
-                sized_records += count
-                sized_bytes += record_bytes
-            if written:
-                self.hooks.batch_written(
-                    BatchWritten(
-                        conn.node_id,
-                        conn.host,
-                        conn.port,
-                        batch.topic,
-                        batch.partition,
-                        count,
-                        uncompressed,
-                        wire,
-                        batch.attempts,
-                    )
-                )
-        metrics.request_written(conn.node_id, records, request_bytes, sizes, waits, sized_records, sized_bytes)
+        answer is expected), returns what the sender calls with it and the time (ms) the answer came, once it has
+        handled the answer."""
+        # When the request was written: the connection has just stamped it (event-loop time, as `clock_ms`), so the
+        # observer reads no clock of its own (the clock is the dearest part of observing a request).
+        now = int(conn.last_active * 1000)
+        # The raw facts only, one small tuple per batch (read now: a retry changes `attempts`, the release zeroes
+        # `reserved_bytes`); the metrics are folded from them later, many requests at a time (`fold`). Per request
+        # this is a few attribute reads: the folding, run warm in one loop, costs less than doing it here.
+        facts = [
+            (b.topic, c.record_count, len(c.records_section), c.compression, b.reserved_bytes, b.attempts, b.created_ms)
+            for b in batches
+            if (c := b.closed) is not None
+        ]
+        sent = self._sent
+        sent.append((conn.node_id, now, facts))
+        if len(sent) >= PENDING_BOUND:
+            self.fold()
+        if self.hooks.batch_written_hooks:
+            self._batches_written(conn, facts, batches)
         if batches:
             first = batches[0]
-            if first.producer_epoch != self._stamp[1] or first.producer_id != self._stamp[0]:
+            if first.producer_epoch != self._epoch or first.producer_id != self._producer_id:
                 self._note_epoch(first)
         if future is None:
             return None
         # Called by the sender's own callback once it has settled the batches: no second callback per request.
+        request_bytes = sum(BATCH_HEADER_SIZE + fact[2] for fact in facts) if self.hooks.request_hooks else 0
         return partial(self._produce_done, conn, request_bytes, now, batches)
+
+    def _batches_written(self, conn: Any, facts: list[_BatchFacts], batches: Sequence[ProducerBatch]) -> None:
+        overhead = self._record_overhead
+        for (topic, count, section, compression, reserved, attempts, _), batch in zip(
+            facts, (b for b in batches if b.closed is not None), strict=True
+        ):
+            wire = BATCH_HEADER_SIZE + section
+            uncompressed = max(reserved - count * overhead, wire) if compression else wire
+            self.hooks.batch_written(
+                BatchWritten(
+                    conn.node_id, conn.host, conn.port, topic, batch.partition, count, uncompressed, wire, attempts
+                )
+            )
 
     def _note_epoch(self, batch: Any) -> None:
         """Count epoch bumps (KIP-360) from the producer state batches are stamped with: same id, newer epoch."""
-        stamp = (getattr(batch, "producer_id", -1), getattr(batch, "producer_epoch", -1))
-        last = self._stamp
-        if stamp != last and stamp[0] >= 0:
-            if stamp[0] == last[0] and stamp[1] > last[1]:
+        producer_id, epoch = getattr(batch, "producer_id", -1), getattr(batch, "producer_epoch", -1)
+        if (producer_id, epoch) != (self._producer_id, self._epoch) and producer_id >= 0:
+            if producer_id == self._producer_id and epoch > self._epoch:
                 self.metrics.epoch_bump_total += 1
-                log.info("producer id %d: epoch bumped to %d", stamp[0], stamp[1])
-            self._stamp = stamp
+                log.info("producer id %d: epoch bumped to %d", producer_id, epoch)
+            self._producer_id, self._epoch = producer_id, epoch
 
     def _produce_done(
         self,
@@ -146,24 +146,91 @@ class Observer:
         sent_ms: int,
         batches: Sequence[ProducerBatch],
         future: asyncio.Future[Any],
+        now: int,
     ) -> None:
-        now = self.clock_ms()
         latency = now - sent_ms
         node_id = conn.node_id
         error = asyncio.CancelledError() if future.cancelled() else future.exception()
         if error is None:
             # The sender's callback ran first (it was added first): batches delivered by this answer are settled.
-            self.metrics.delivery_latency.observe_all(
-                [now - batch.created_ms for batch in batches if batch.outcome.done and batch.outcome.error is None]
-            )
             throttle = int(future.result().get("throttle_time_ms", 0) or 0)
-            self.metrics.response_received(node_id, latency, throttle)
+            self._answers.append(
+                (
+                    node_id,
+                    latency,
+                    throttle,
+                    [now - b.created_ms for b in batches if (o := b.outcome).done and o.error is None],
+                )
+            )
             if throttle > 0:
                 log.debug("broker %d throttled this producer for %d ms", node_id, throttle)
                 self.hooks.throttle(node_id, throttle)
         if self.hooks.request_hooks:  # the event object is built only for someone to read
             version = conn.versions.get(ApiKey.PRODUCE, -1)
             self.hooks.request(RequestDone(node_id, "Produce", version, request_bytes, latency, error))
+
+    def fold(self) -> None:
+        """Fold the requests' raw facts gathered since the last fold into the metrics: before every snapshot, and
+        whenever `PENDING_BOUND` requests are waiting (so their memory stays bounded). Column by column: each
+        column is summed, bucketed or grouped in a builtin call, not in a Python loop per batch or request."""
+        sent, answers = self._sent, self._answers
+        self._sent, self._answers = [], []
+        if sent:
+            node_ids, sent_ms, requests = (list(column) for column in zip(*sent, strict=True))
+            lengths = list(map(len, requests))
+            facts = list(chain.from_iterable(requests))
+            sizes, waits, sized_records, sized_bytes = self._fold_batches(facts, sent_ms, lengths)
+            # A request's bytes are its batches' (the Produce envelope is not counted): differences of running sums.
+            ends = list(accumulate(lengths))
+            totals = [0, *accumulate(sizes)]
+            request_sizes = list(
+                map(sub, map(totals.__getitem__, ends), map(totals.__getitem__, map(sub, ends, lengths)))
+            )
+            self.metrics.requests_written(node_ids, request_sizes, sizes, waits, sized_records, sized_bytes)
+        if answers:
+            node_ids, latencies, throttles, delivered = (list(column) for column in zip(*answers, strict=True))
+            self.metrics.responses_received(node_ids, latencies, throttles, list(chain.from_iterable(delivered)))
+
+    def _fold_batches(
+        self, facts: list[_BatchFacts], sent_ms: list[int], lengths: list[int]
+    ) -> tuple[list[int], list[int], int, int]:
+        """Adds the batches to their topics' totals; returns their sizes, the queue times of those on their first
+        attempt, and those batches' records and buffered record bytes (for `ProducerMetrics.requests_written`)."""
+        if not facts:
+            return [], [], 0, 0
+        topics, counts, sections, codecs, reserved, attempts, created = zip(*facts, strict=True)
+        overhead = self._record_overhead
+        sizes = list(map(_HEADER.__add__, sections))
+        batch_sent_ms = list(chain.from_iterable(map(repeat, sent_ms, lengths)))
+        if any(attempts):  # retries: only first attempts give a queue time and a record size
+            first = [i for i, attempt in enumerate(attempts) if not attempt]
+            waits = [batch_sent_ms[i] - created[i] for i in first]
+            sized_records = sum([counts[i] for i in first])
+            sized_bytes = sum([reserved[i] for i in first])
+        else:
+            waits = list(map(sub, batch_sent_ms, created))
+            sized_records, sized_bytes = sum(counts), sum(reserved)
+        # The records' buffered sizes (validation.record_size, summed) are what buffer_memory holds for them less the
+        # fixed overhead per record: record-size-avg, and the uncompressed size of a compressed batch.
+        sized_bytes -= overhead * sized_records
+        uncompressed: Sequence[int] = sizes
+        if any(codecs):
+            uncompressed = [
+                max(held - count * overhead, size) if codec else size
+                for held, count, size, codec in zip(reserved, counts, sizes, codecs, strict=True)
+            ]
+        if topics.count(topics[0]) == len(topics):  # one topic (the usual case): sums, no loop
+            stats = self.metrics.topic_stats(topics[0])
+            stats.records += sum(counts)
+            stats.bytes += sum(sizes)
+            stats.uncompressed += sum(uncompressed)
+        else:
+            for topic, count, size, raw in zip(topics, counts, sizes, uncompressed, strict=True):
+                stats = self.metrics.topic_stats(topic)
+                stats.records += count
+                stats.bytes += size
+                stats.uncompressed += raw
+        return sizes, waits, sized_records, sized_bytes
 
     def batch_retried(self, batch: ProducerBatch, error: BaseException | None) -> None:
         self.metrics.batch_retried(batch.topic, batch.record_count)
@@ -241,6 +308,7 @@ class Observer:
 
     def snapshot(self, accumulator: Any, connections: Iterable[Any], idempotence: Any, waiters: int) -> MetricsSnapshot:
         """The metrics now, with the gauges read from the producer's live parts."""
+        self.fold()
         live = list(connections)
         now = self.clock_ms()
         refreshed = self.metadata_refreshed_ms
