@@ -34,7 +34,7 @@ log = logging.getLogger("aioproducer.observer")
 T = TypeVar("T")
 # Requests whose raw facts may wait for a fold: enough to fold warm, in one loop; few enough to stay small (a few
 # hundred bytes each, whatever the batches' sizes: the facts hold no record bytes).
-PENDING_BOUND = 64
+PENDING_BOUND = 256
 # One batch as sent: topic, records, bytes of its records section (`ClosedBatch.size_in_bytes` less the batch header,
 # read without a call), compression, buffered bytes, attempts before, created (ms).
 _BatchFacts = tuple[str, int, int, Any, int, int, int]
@@ -67,6 +67,8 @@ class Observer:
     ) -> None:
         self.metrics = metrics
         self.hooks = hooks
+        self._batch_hooks = bool(hooks.batch_written_hooks)  # resolved once, as the chain itself
+        self._request_hooks = bool(hooks.request_hooks)
         self.clock_ms = clock_ms
         self._record_overhead = record_overhead  # what buffer accounting adds per record beyond its bytes
         self.last_error: BaseException | None = None
@@ -96,16 +98,28 @@ class Observer:
         # The raw facts only, one small tuple per batch (read now: a retry changes `attempts`, the release zeroes
         # `reserved_bytes`); the metrics are folded from them later, many requests at a time (`fold`). Per request
         # this is a few attribute reads: the folding, run warm in one loop, costs less than doing it here.
-        facts = [
-            (b.topic, c.record_count, len(c.records_section), c.compression, b.reserved_bytes, b.attempts, b.created_ms)
-            for b in batches
-            if (c := b.closed) is not None
-        ]
+        # (A loop, not a comprehension: no function object made per request.)
+        facts: list[_BatchFacts] = []
+        add = facts.append
+        for b in batches:
+            c = b.closed
+            if c is not None:
+                add(
+                    (
+                        b.topic,
+                        c.record_count,
+                        len(c.records_section),
+                        c.compression,
+                        b.reserved_bytes,
+                        b.attempts,
+                        b.created_ms,
+                    )
+                )
         sent = self._sent
         sent.append((conn.node_id, now, facts))
         if len(sent) >= PENDING_BOUND:
             self.fold()
-        if self.hooks.batch_written_hooks:
+        if self._batch_hooks:
             self._batches_written(conn, facts, batches)
         if batches:
             first = batches[0]
@@ -114,7 +128,7 @@ class Observer:
         if future is None:
             return None
         # Called by the sender's own callback once it has settled the batches: no second callback per request.
-        request_bytes = sum(BATCH_HEADER_SIZE + fact[2] for fact in facts) if self.hooks.request_hooks else 0
+        request_bytes = sum(BATCH_HEADER_SIZE + fact[2] for fact in facts) if self._request_hooks else 0
         return partial(self._produce_done, conn, request_bytes, now, batches)
 
     def _batches_written(self, conn: Any, facts: list[_BatchFacts], batches: Sequence[ProducerBatch]) -> None:
@@ -154,18 +168,16 @@ class Observer:
         if error is None:
             # The sender's callback ran first (it was added first): batches delivered by this answer are settled.
             throttle = int(future.result().get("throttle_time_ms", 0) or 0)
-            self._answers.append(
-                (
-                    node_id,
-                    latency,
-                    throttle,
-                    [now - b.created_ms for b in batches if (o := b.outcome).done and o.error is None],
-                )
-            )
+            delivered: list[int] = []
+            for batch in batches:
+                outcome = batch.outcome
+                if outcome.done and outcome.error is None:
+                    delivered.append(now - batch.created_ms)
+            self._answers.append((node_id, latency, throttle, delivered))
             if throttle > 0:
                 log.debug("broker %d throttled this producer for %d ms", node_id, throttle)
                 self.hooks.throttle(node_id, throttle)
-        if self.hooks.request_hooks:  # the event object is built only for someone to read
+        if self._request_hooks:  # the event object is built only for someone to read
             version = conn.versions.get(ApiKey.PRODUCE, -1)
             self.hooks.request(RequestDone(node_id, "Produce", version, request_bytes, latency, error))
 

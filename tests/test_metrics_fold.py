@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -115,7 +115,7 @@ def test_folded_metrics_equal_those_counted_request_by_request() -> None:
                 for _ in range(rng.randint(0, 7))
             ]
             future: asyncio.Future[Any] = loop.create_future()
-            observed = observer.produce_sent(conn, batches, future)
+            observed = observer.produce_sent(conn, cast(Any, batches), future)
             assert observed is not None
             fate = rng.random()
             answered_ms = sent_ms + rng.randint(0, 2000)
@@ -150,7 +150,7 @@ def test_pending_facts_stay_bounded_and_a_snapshot_folds_them() -> None:
     conn = _Conn(1, 1.0)
     batch = _Batch("t", 0, _Closed(3, b"xyz", 0), 3 * OVERHEAD + 30, 0, 990)
     for _ in range(5 * PENDING_BOUND):
-        observer.produce_sent(conn, [batch], None)
+        observer.produce_sent(conn, cast(Any, [batch]), None)
         assert len(observer._sent) < PENDING_BOUND
     assert observer.snapshot(_Acc(), [], None, 0).producer["record-send-total"] == 15 * PENDING_BOUND
     assert observer._sent == []
