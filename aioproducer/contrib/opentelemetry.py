@@ -94,35 +94,42 @@ class OpenTelemetryHook:
             kind=SpanKind.PRODUCER,
             attributes=attributes,
         )
-        headers = record.headers or ()
+        headers = record.headers
         key_of_span: object = None
-        if not any(name == _TRACEPARENT for name, _ in headers):
-            added = self._inject(span)
+        if not headers or not any(name == _TRACEPARENT for name, _ in headers):
+            added, key_of_span = self._inject(span)
             if added:
-                record = record._replace(headers=[*headers, *added])
-                key_of_span = next((value for name, value in added if name == _TRACEPARENT), None)
+                record = ProducerRecord(
+                    topic,
+                    record.value,
+                    record.key,
+                    [*headers, *added] if headers else added,
+                    record.partition,
+                    record.timestamp_ms,
+                )
         if key_of_span is None:
             key_of_span = id(record)
         self._spans[key_of_span] = (span, time.perf_counter())
         return record
 
-    def _inject(self, span: Span) -> list[tuple[str, bytes]]:
-        """The headers carrying `span`'s context. With the default propagators (W3C trace context and baggage, as
-        `OTEL_PROPAGATORS` leaves them) and no baggage or trace state to carry, `traceparent` is written here, as
-        `TraceContextTextMapPropagator` writes it, without building a context for the propagators to read back;
-        any other setup goes through `propagate.inject`."""
+    def _inject(self, span: Span) -> tuple[list[tuple[str, bytes]], bytes | None]:
+        """The headers carrying `span`'s context, and the traceparent among them. With the default propagators (W3C
+        trace context and baggage, as `OTEL_PROPAGATORS` leaves them) and no baggage or trace state to carry,
+        `traceparent` is written here, as `TraceContextTextMapPropagator` writes it, without building a context for
+        the propagators to read back; any other setup goes through `propagate.inject`."""
         textmap = propagate.get_global_textmap()
         if textmap is not self._textmap:
             self._textmap, self._default_textmap = textmap, _is_default(textmap)
         context = span.get_span_context()
         if self._default_textmap and not context.trace_state and not baggage.get_all():
             if context == trace.INVALID_SPAN_CONTEXT:
-                return []
+                return [], None
             traceparent = b"00-%032x-%016x-%02x" % (context.trace_id, context.span_id, context.trace_flags)
-            return [(_TRACEPARENT, traceparent)]
+            return [(_TRACEPARENT, traceparent)], traceparent
         carrier: dict[str, str] = {}
         propagate.inject(carrier, context=trace.set_span_in_context(span))
-        return [(name, value.encode()) for name, value in carrier.items()]
+        added = [(name, value.encode()) for name, value in carrier.items()]
+        return added, next((value for name, value in added if name == _TRACEPARENT), None)
 
     def on_record_acknowledged(
         self, record: ProducerRecord, metadata: RecordMetadata | None, error: BaseException | None
