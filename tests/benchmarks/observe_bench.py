@@ -154,7 +154,7 @@ async def measure(bootstrap: str, rounds: int, records: int, otel_records: int) 
                 for mode, (first, second) in runs.items():
                     samples[workload][mode].append(((first[0] + second[0]) / 2, (first[1] + second[1]) / 2))
                 samples[workload]["otel"].append(await _timed(producers["otel"], workload, otel_values))
-        # The direct measure: a producer with metrics, its observer's per-batch work timed, and one with the
+        # The direct measure: a producer with metrics, its observer's per-request work timed, and one with the
         # observer off timed at the same call (its no-op): the clock's cost where the call happens, subtracted.
         timed, idle = _producer(bootstrap, "metrics"), _producer(bootstrap, "off")
         producers.update(timed=timed, idle=idle)
@@ -240,11 +240,12 @@ def report(data: dict[str, Any], summary: dict[str, dict[str, dict[str, float]]]
             )
     lines += [
         "",
-        "Measured directly (a separate producer, metrics on, the observer's per-batch work timed in this thread's CPU "
-        "time, `time.thread_time_ns`, around `produce_sent` and the per-request `_produce_done` callback, less the "
-        "clock's own cost measured at the same call on a producer with the observer off): the share is of the same "
-        "runs' CPU per record. It counts only the time inside those calls: the cache misses the observer's code and "
-        "data cause the record path afterwards are in the paired cost above (and in its noise), not here.",
+        "Measured directly (a separate producer, metrics on, the observer's per-request work timed in this thread's "
+        "CPU time, `time.thread_time_ns`, around `produce_sent`, the per-request `_produce_done` callback and `fold`, "
+        "which turns their raw facts into metrics every 256 requests and at each snapshot, less the clock's own cost "
+        "measured at the same call on a producer with the observer off): the share is of the same runs' CPU per "
+        "record. It counts only the time inside those calls: the cache misses the observer's code and data cause the "
+        "record path afterwards are in the paired cost above (and in its noise), not here.",
         "",
         "| workload | observer ns/record | ns per observer call | clock ns per call (subtracted) | records per batch "
         "| share of CPU/record |",
@@ -260,8 +261,8 @@ def report(data: dict[str, Any], summary: dict[str, dict[str, dict[str, float]]]
         "",
         "'Observer off' replaces the observer's per-batch methods (`produce_sent`, `batch_failed`, `batch_retried`) "
         "with no-ops on that one producer: what is left is the record path, which the metrics never touch (they are "
-        "kept per batch and per request). OpenTelemetry wraps `enqueue`/`send_many` with the record hooks and starts "
-        "and ends one span per record in the SDK (no exporter, no processor).",
+        "gathered per request and folded later). OpenTelemetry wraps `enqueue`/`send_many` with the record hooks and "
+        "starts and ends one span per record in the SDK (no exporter, no processor).",
         "",
     ]
     return "\n".join(lines)
