@@ -13,14 +13,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
-from itertools import accumulate, chain, repeat
-from operator import sub
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .delivery import BatchOutcome, Delivery, new_delivery
 from .errors import BufferExhaustedError
 from .hooks import BatchWritten, HookChain, RequestDone, TransactionEvent, load_interceptor
 from .metrics import Gauges, MetricsSnapshot, ProducerMetrics
+from .metrics_fold import PENDING_BOUND, AnswerFacts, BatchFacts, SentFacts, fold_answers, fold_sent
 from .models import ProducerRecord, RecordMetadata
 from .protocol import ApiKey
 from .records.layout import BATCH_HEADER_SIZE
@@ -32,13 +31,6 @@ __all__ = ["Observer", "new_observer"]
 
 log = logging.getLogger("aioproducer.observer")
 T = TypeVar("T")
-# Requests whose raw facts may wait for a fold: enough to fold warm, in one loop; few enough to stay small (a few
-# hundred bytes each, whatever the batches' sizes: the facts hold no record bytes).
-PENDING_BOUND = 256
-# One batch as sent: topic, records, bytes of its records section (`ClosedBatch.size_in_bytes` less the batch header,
-# read without a call), compression, buffered bytes, attempts before, created (ms).
-_BatchFacts = tuple[str, int, int, Any, int, int, int]
-_HEADER: int = BATCH_HEADER_SIZE
 
 
 def new_observer(
@@ -75,10 +67,9 @@ class Observer:
         self.last_error_ms = 0
         self.metadata_refreshed_ms: int | None = None
         self._producer_id = self._epoch = -1  # the producer state the last batch sent was stamped with
-        # Raw facts of the requests sent and answered since the last `fold`: (node id, sent ms, batch facts) and
-        # (node id, latency ms, throttle ms, delivered batches' ages in ms).
-        self._sent: list[tuple[int, int, list[_BatchFacts]]] = []
-        self._answers: list[tuple[int, int, int, list[int]]] = []
+        # Raw facts of the requests written and answered since the last `fold` (their layout: metrics_fold).
+        self._sent: list[SentFacts] = []
+        self._answers: list[AnswerFacts] = []
         self._failing_nodes: set[int] = set()  # reported once per run of failures, not per reconnect attempt
 
     def note_error(self, error: BaseException) -> None:
@@ -99,7 +90,7 @@ class Observer:
         # `reserved_bytes`); the metrics are folded from them later, many requests at a time (`fold`). Per request
         # this is a few attribute reads: the folding, run warm in one loop, costs less than doing it here.
         # (A loop, not a comprehension: no function object made per request.)
-        facts: list[_BatchFacts] = []
+        facts: list[BatchFacts] = []
         add = facts.append
         for b in batches:
             c = b.closed
@@ -131,7 +122,7 @@ class Observer:
         request_bytes = sum(BATCH_HEADER_SIZE + fact[2] for fact in facts) if self._request_hooks else 0
         return partial(self._produce_done, conn, request_bytes, now, batches)
 
-    def _batches_written(self, conn: Any, facts: list[_BatchFacts], batches: Sequence[ProducerBatch]) -> None:
+    def _batches_written(self, conn: Any, facts: list[BatchFacts], batches: Sequence[ProducerBatch]) -> None:
         overhead = self._record_overhead
         for (topic, count, section, compression, reserved, attempts, _), batch in zip(
             facts, (b for b in batches if b.closed is not None), strict=True
@@ -182,67 +173,14 @@ class Observer:
             self.hooks.request(RequestDone(node_id, "Produce", version, request_bytes, latency, error))
 
     def fold(self) -> None:
-        """Fold the requests' raw facts gathered since the last fold into the metrics: before every snapshot, and
-        whenever `PENDING_BOUND` requests are waiting (so their memory stays bounded). Column by column: each
-        column is summed, bucketed or grouped in a builtin call, not in a Python loop per batch or request."""
+        """Fold the requests' raw facts noted since the last fold into the metrics: before every snapshot, and
+        whenever `PENDING_BOUND` requests are waiting (so their memory stays bounded)."""
         sent, answers = self._sent, self._answers
         self._sent, self._answers = [], []
         if sent:
-            node_ids, sent_ms, requests = (list(column) for column in zip(*sent, strict=True))
-            lengths = list(map(len, requests))
-            facts = list(chain.from_iterable(requests))
-            sizes, waits, sized_records, sized_bytes = self._fold_batches(facts, sent_ms, lengths)
-            # A request's bytes are its batches' (the Produce envelope is not counted): differences of running sums.
-            ends = list(accumulate(lengths))
-            totals = [0, *accumulate(sizes)]
-            request_sizes = list(
-                map(sub, map(totals.__getitem__, ends), map(totals.__getitem__, map(sub, ends, lengths)))
-            )
-            self.metrics.requests_written(node_ids, request_sizes, sizes, waits, sized_records, sized_bytes)
+            fold_sent(self.metrics, sent, self._record_overhead)
         if answers:
-            node_ids, latencies, throttles, delivered = (list(column) for column in zip(*answers, strict=True))
-            self.metrics.responses_received(node_ids, latencies, throttles, list(chain.from_iterable(delivered)))
-
-    def _fold_batches(
-        self, facts: list[_BatchFacts], sent_ms: list[int], lengths: list[int]
-    ) -> tuple[list[int], list[int], int, int]:
-        """Adds the batches to their topics' totals; returns their sizes, the queue times of those on their first
-        attempt, and those batches' records and buffered record bytes (for `ProducerMetrics.requests_written`)."""
-        if not facts:
-            return [], [], 0, 0
-        topics, counts, sections, codecs, reserved, attempts, created = zip(*facts, strict=True)
-        overhead = self._record_overhead
-        sizes = list(map(_HEADER.__add__, sections))
-        batch_sent_ms = list(chain.from_iterable(map(repeat, sent_ms, lengths)))
-        if any(attempts):  # retries: only first attempts give a queue time and a record size
-            first = [i for i, attempt in enumerate(attempts) if not attempt]
-            waits = [batch_sent_ms[i] - created[i] for i in first]
-            sized_records = sum([counts[i] for i in first])
-            sized_bytes = sum([reserved[i] for i in first])
-        else:
-            waits = list(map(sub, batch_sent_ms, created))
-            sized_records, sized_bytes = sum(counts), sum(reserved)
-        # The records' buffered sizes (validation.record_size, summed) are what buffer_memory holds for them less the
-        # fixed overhead per record: record-size-avg, and the uncompressed size of a compressed batch.
-        sized_bytes -= overhead * sized_records
-        uncompressed: Sequence[int] = sizes
-        if any(codecs):
-            uncompressed = [
-                max(held - count * overhead, size) if codec else size
-                for held, count, size, codec in zip(reserved, counts, sizes, codecs, strict=True)
-            ]
-        if topics.count(topics[0]) == len(topics):  # one topic (the usual case): sums, no loop
-            stats = self.metrics.topic_stats(topics[0])
-            stats.records += sum(counts)
-            stats.bytes += sum(sizes)
-            stats.uncompressed += sum(uncompressed)
-        else:
-            for topic, count, size, raw in zip(topics, counts, sizes, uncompressed, strict=True):
-                stats = self.metrics.topic_stats(topic)
-                stats.records += count
-                stats.bytes += size
-                stats.uncompressed += raw
-        return sizes, waits, sized_records, sized_bytes
+            fold_answers(self.metrics, answers)
 
     def batch_retried(self, batch: ProducerBatch, error: BaseException | None) -> None:
         self.metrics.batch_retried(batch.topic, batch.record_count)

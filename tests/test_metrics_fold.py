@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from aioproducer.hooks import HookChain
 from aioproducer.metrics import LATENCY_BUCKETS_MS, Gauges, Histogram, ProducerMetrics
-from aioproducer.observer import PENDING_BOUND, Observer
+from aioproducer.metrics_fold import PENDING_BOUND
+from aioproducer.observer import Observer
 from aioproducer.records.layout import BATCH_HEADER_SIZE
 
 OVERHEAD = 70
