@@ -19,8 +19,10 @@ from .delivery import BatchOutcome, Delivery, new_delivery
 from .errors import BufferExhaustedError
 from .hooks import BatchWritten, HookChain, RequestDone, TransactionEvent, load_interceptor
 from .metrics import Gauges, MetricsSnapshot, ProducerMetrics
+from .metrics_fold import PENDING_BOUND, AnswerFacts, BatchFacts, SentFacts, fold_answers, fold_sent
 from .models import ProducerRecord, RecordMetadata
 from .protocol import ApiKey
+from .records.layout import BATCH_HEADER_SIZE
 
 if TYPE_CHECKING:
     from .accumulator import ProducerBatch
@@ -57,12 +59,17 @@ class Observer:
     ) -> None:
         self.metrics = metrics
         self.hooks = hooks
+        self._batch_hooks = bool(hooks.batch_written_hooks)  # resolved once, as the chain itself
+        self._request_hooks = bool(hooks.request_hooks)
         self.clock_ms = clock_ms
         self._record_overhead = record_overhead  # what buffer accounting adds per record beyond its bytes
         self.last_error: BaseException | None = None
         self.last_error_ms = 0
         self.metadata_refreshed_ms: int | None = None
-        self._stamp: tuple[int, int] = (-1, -1)  # the producer id and epoch of the last batch sent
+        self._producer_id = self._epoch = -1  # the producer state the last batch sent was stamped with
+        # Raw facts of the requests written and answered since the last `fold` (their layout: metrics_fold).
+        self._sent: list[SentFacts] = []
+        self._answers: list[AnswerFacts] = []
         self._failing_nodes: set[int] = set()  # reported once per run of failures, not per reconnect attempt
 
     def note_error(self, error: BaseException) -> None:
@@ -72,72 +79,70 @@ class Observer:
     # -- sender events ------------------------------------------------------------------------------------------
     def produce_sent(
         self, conn: Any, batches: Sequence[ProducerBatch], future: asyncio.Future[Any] | None
-    ) -> Callable[[asyncio.Future[Any]], None] | None:
+    ) -> Callable[[asyncio.Future[Any], int], None] | None:
         """A Produce request carrying `batches` was written to `conn` (a BrokerConnection). With a `future` (an
-        answer is expected), returns what the sender calls with it once it has handled the answer."""
-        now = self.clock_ms()
-        metrics = self.metrics
-        topics, overhead = metrics.topics, self._record_overhead
-        # Gathered for the whole request, then handed over in one call: this loop is the metrics' per-batch cost
-        # (a few attribute reads and additions; two small lists per request, nothing per record).
-        sizes: list[int] = []
-        waits: list[int] = []
-        records = request_bytes = sized_records = sized_bytes = 0
-        written = self.hooks.batch_written_hooks
-        for batch in batches:
-            closed = batch.closed
-            if closed is None:
-                continue
-            count = closed.record_count
-            wire = closed.size_in_bytes
-            # The records' buffered sizes (validation.record_size, summed): what buffer_memory holds for them less
-            # the fixed overhead per record. Gives record-size-avg, and the uncompressed size under compression.
-            record_bytes = batch.reserved_bytes - count * overhead
-            records += count
-            request_bytes += wire
-            sizes.append(wire)
-            uncompressed = max(record_bytes, wire) if closed.compression else wire
-            stats = topics.get(batch.topic) or metrics.topic_stats(batch.topic)
-            stats.records += count
-            stats.bytes += wire
-            stats.uncompressed += uncompressed
-            if not batch.attempts:
-                waits.append(now - batch.created_ms)
-                sized_records += count
-                sized_bytes += record_bytes
-            if written:
-                self.hooks.batch_written(
-                    BatchWritten(
-                        conn.node_id,
-                        conn.host,
-                        conn.port,
-                        batch.topic,
-                        batch.partition,
-                        count,
-                        uncompressed,
-                        wire,
-                        batch.attempts,
+        answer is expected), returns what the sender calls with it and the time (ms) the answer came, once it has
+        handled the answer."""
+        # When the request was written: the connection has just stamped it (event-loop time, as `clock_ms`), so the
+        # observer reads no clock of its own (the clock is the dearest part of observing a request).
+        now = int(conn.last_active * 1000)
+        # The raw facts only, one small tuple per batch (read now: a retry changes `attempts`, the release zeroes
+        # `reserved_bytes`); the metrics are folded from them later, many requests at a time (`fold`). Per request
+        # this is a few attribute reads: the folding, run warm in one loop, costs less than doing it here.
+        # (A loop, not a comprehension: no function object made per request.)
+        facts: list[BatchFacts] = []
+        add = facts.append
+        for b in batches:
+            c = b.closed
+            if c is not None:
+                add(
+                    (
+                        b.topic,
+                        c.record_count,
+                        len(c.records_section),
+                        c.compression,
+                        b.reserved_bytes,
+                        b.attempts,
+                        b.created_ms,
                     )
                 )
-        metrics.request_written(conn.node_id, records, request_bytes, sizes, waits, sized_records, sized_bytes)
+        sent = self._sent
+        sent.append((conn.node_id, now, facts))
+        if len(sent) >= PENDING_BOUND:
+            self.fold()
+        if self._batch_hooks:
+            self._batches_written(conn, facts, batches)
         if batches:
             first = batches[0]
-            if first.producer_epoch != self._stamp[1] or first.producer_id != self._stamp[0]:
+            if first.producer_epoch != self._epoch or first.producer_id != self._producer_id:
                 self._note_epoch(first)
         if future is None:
             return None
         # Called by the sender's own callback once it has settled the batches: no second callback per request.
+        request_bytes = sum(BATCH_HEADER_SIZE + fact[2] for fact in facts) if self._request_hooks else 0
         return partial(self._produce_done, conn, request_bytes, now, batches)
+
+    def _batches_written(self, conn: Any, facts: list[BatchFacts], batches: Sequence[ProducerBatch]) -> None:
+        overhead = self._record_overhead
+        for (topic, count, section, compression, reserved, attempts, _), batch in zip(
+            facts, (b for b in batches if b.closed is not None), strict=True
+        ):
+            wire = BATCH_HEADER_SIZE + section
+            uncompressed = max(reserved - count * overhead, wire) if compression else wire
+            self.hooks.batch_written(
+                BatchWritten(
+                    conn.node_id, conn.host, conn.port, topic, batch.partition, count, uncompressed, wire, attempts
+                )
+            )
 
     def _note_epoch(self, batch: Any) -> None:
         """Count epoch bumps (KIP-360) from the producer state batches are stamped with: same id, newer epoch."""
-        stamp = (getattr(batch, "producer_id", -1), getattr(batch, "producer_epoch", -1))
-        last = self._stamp
-        if stamp != last and stamp[0] >= 0:
-            if stamp[0] == last[0] and stamp[1] > last[1]:
+        producer_id, epoch = getattr(batch, "producer_id", -1), getattr(batch, "producer_epoch", -1)
+        if (producer_id, epoch) != (self._producer_id, self._epoch) and producer_id >= 0:
+            if producer_id == self._producer_id and epoch > self._epoch:
                 self.metrics.epoch_bump_total += 1
-                log.info("producer id %d: epoch bumped to %d", stamp[0], stamp[1])
-            self._stamp = stamp
+                log.info("producer id %d: epoch bumped to %d", producer_id, epoch)
+            self._producer_id, self._epoch = producer_id, epoch
 
     def _produce_done(
         self,
@@ -146,24 +151,36 @@ class Observer:
         sent_ms: int,
         batches: Sequence[ProducerBatch],
         future: asyncio.Future[Any],
+        now: int,
     ) -> None:
-        now = self.clock_ms()
         latency = now - sent_ms
         node_id = conn.node_id
         error = asyncio.CancelledError() if future.cancelled() else future.exception()
         if error is None:
             # The sender's callback ran first (it was added first): batches delivered by this answer are settled.
-            self.metrics.delivery_latency.observe_all(
-                [now - batch.created_ms for batch in batches if batch.outcome.done and batch.outcome.error is None]
-            )
             throttle = int(future.result().get("throttle_time_ms", 0) or 0)
-            self.metrics.response_received(node_id, latency, throttle)
+            delivered: list[int] = []
+            for batch in batches:
+                outcome = batch.outcome
+                if outcome.done and outcome.error is None:
+                    delivered.append(now - batch.created_ms)
+            self._answers.append((node_id, latency, throttle, delivered))
             if throttle > 0:
                 log.debug("broker %d throttled this producer for %d ms", node_id, throttle)
                 self.hooks.throttle(node_id, throttle)
-        if self.hooks.request_hooks:  # the event object is built only for someone to read
+        if self._request_hooks:  # the event object is built only for someone to read
             version = conn.versions.get(ApiKey.PRODUCE, -1)
             self.hooks.request(RequestDone(node_id, "Produce", version, request_bytes, latency, error))
+
+    def fold(self) -> None:
+        """Fold the requests' raw facts noted since the last fold into the metrics: before every snapshot, and
+        whenever `PENDING_BOUND` requests are waiting (so their memory stays bounded)."""
+        sent, answers = self._sent, self._answers
+        self._sent, self._answers = [], []
+        if sent:
+            fold_sent(self.metrics, sent, self._record_overhead)
+        if answers:
+            fold_answers(self.metrics, answers)
 
     def batch_retried(self, batch: ProducerBatch, error: BaseException | None) -> None:
         self.metrics.batch_retried(batch.topic, batch.record_count)
@@ -241,6 +258,7 @@ class Observer:
 
     def snapshot(self, accumulator: Any, connections: Iterable[Any], idempotence: Any, waiters: int) -> MetricsSnapshot:
         """The metrics now, with the gauges read from the producer's live parts."""
+        self.fold()
         live = list(connections)
         now = self.clock_ms()
         refreshed = self.metadata_refreshed_ms

@@ -285,7 +285,7 @@ class Sender:
         self,
         future: asyncio.Future[dict[str, Any]],
         batches: list[ProducerBatch],
-        observed: Callable[[asyncio.Future[Any]], None] | None = None,
+        observed: Callable[[asyncio.Future[Any], int], None] | None = None,
     ) -> None:
         self._in_flight.discard(future)
         now = monotonic_ms()
@@ -311,7 +311,7 @@ class Sender:
         finally:
             self.wake()
         if observed is not None:  # the observer reads the batches as this answer settled them
-            observed(future)
+            observed(future, now)
 
     def _on_no_response(self, batches: list[ProducerBatch], error: BaseException, now: int) -> None:
         for batch in batches:

@@ -15,9 +15,12 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from opentelemetry import metrics, propagate, trace
+from opentelemetry import baggage, metrics, propagate, trace
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.metrics import Observation
+from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .. import __version__
 from ..hooks import BatchWritten
@@ -61,6 +64,9 @@ class OpenTelemetryHook:
         # Where each partition's batches went last: the broker a record's span reports as server.address/port.
         self._brokers: dict[tuple[str, int], tuple[str, int]] = {}
         self._batch: ContextVar[Span | None] = ContextVar(f"aioproducer_otel_batch_{id(self)}", default=None)
+        # The global propagator last seen, and whether it is the default one (`_inject` writes traceparent itself).
+        self._textmap: object = None
+        self._default_textmap = False
 
     # -- records ------------------------------------------------------------------------------------------------
     def on_record_buffered(self, record: ProducerRecord) -> ProducerRecord:
@@ -88,36 +94,64 @@ class OpenTelemetryHook:
             kind=SpanKind.PRODUCER,
             attributes=attributes,
         )
-        headers = record.headers or ()
+        headers = record.headers
         key_of_span: object = None
-        if not any(name == _TRACEPARENT for name, _ in headers):
-            carrier: dict[str, str] = {}
-            propagate.inject(carrier, context=trace.set_span_in_context(span))
-            if carrier:
-                record = record._replace(headers=[*headers, *((k, v.encode()) for k, v in carrier.items())])
-                key_of_span = carrier.get(_TRACEPARENT)
+        if not headers or not any(name == _TRACEPARENT for name, _ in headers):
+            added, key_of_span = self._inject(span)
+            if added:
+                record = ProducerRecord(
+                    topic,
+                    record.value,
+                    record.key,
+                    [*headers, *added] if headers else added,
+                    record.partition,
+                    record.timestamp_ms,
+                )
         if key_of_span is None:
             key_of_span = id(record)
         self._spans[key_of_span] = (span, time.perf_counter())
         return record
 
+    def _inject(self, span: Span) -> tuple[list[tuple[str, bytes]], bytes | None]:
+        """The headers carrying `span`'s context, and the traceparent among them. With the default propagators (W3C
+        trace context and baggage, as `OTEL_PROPAGATORS` leaves them) and no baggage or trace state to carry,
+        `traceparent` is written here, as `TraceContextTextMapPropagator` writes it, without building a context for
+        the propagators to read back; any other setup goes through `propagate.inject`."""
+        textmap = propagate.get_global_textmap()
+        if textmap is not self._textmap:
+            self._textmap, self._default_textmap = textmap, _is_default(textmap)
+        context = span.get_span_context()
+        if self._default_textmap and not context.trace_state and not baggage.get_all():
+            if context == trace.INVALID_SPAN_CONTEXT:
+                return [], None
+            traceparent = b"00-%032x-%016x-%02x" % (context.trace_id, context.span_id, context.trace_flags)
+            return [(_TRACEPARENT, traceparent)], traceparent
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier, context=trace.set_span_in_context(span))
+        added = [(name, value.encode()) for name, value in carrier.items()]
+        return added, next((value for name, value in added if name == _TRACEPARENT), None)
+
     def on_record_acknowledged(
         self, record: ProducerRecord, metadata: RecordMetadata | None, error: BaseException | None
     ) -> None:
+        spans = self._spans
         entry = None
         for name, value in record.headers or ():
-            if name == _TRACEPARENT and value is not None:
-                entry = self._spans.pop(value.decode("latin-1"), None)
+            if name == _TRACEPARENT:
+                entry = spans.pop(value, None)
                 break
         if entry is None:
-            entry = self._spans.pop(id(record), None)
-        if entry is None:
-            return
+            entry = spans.pop(id(record), None)
+            if entry is None:
+                return
         span, started = entry
-        error_type = None if error is None else type(error).__qualname__
-        group = (record.topic, error_type)
+        if error is None:
+            group: tuple[str, str | None] = (record.topic, None)
+        else:
+            group = (record.topic, type(error).__qualname__)
         self._sent_counts[group] = self._sent_counts.get(group, 0) + 1
-        self._duration.record(time.perf_counter() - started, self._attributes_of(group))
+        attributes = self._metric_attributes.get(group) or self._attributes_of(group)
+        self._duration.record(time.perf_counter() - started, attributes)
         if span.is_recording():
             late: dict[str, Any] = {}
             if metadata is not None:
@@ -127,8 +161,8 @@ class OpenTelemetryHook:
                 broker = self._brokers.get((metadata.topic, metadata.partition))
                 if broker is not None:
                     late["server.address"], late["server.port"] = broker
-            if error_type is not None:
-                late["error.type"] = error_type
+            if error is not None:
+                late["error.type"] = group[1]
                 span.set_status(Status(StatusCode.ERROR, str(error)))
             span.set_attributes(late)
         span.end()
@@ -187,6 +221,17 @@ class OpenTelemetryHook:
         spans, self._spans = self._spans, {}
         for span, _ in spans.values():
             span.end()
+
+
+def _is_default(textmap: object) -> bool:
+    """Whether `textmap` is the default global propagator: W3C trace context, then W3C baggage."""
+    propagators = getattr(textmap, "_propagators", None) if type(textmap) is CompositePropagator else None
+    return (
+        propagators is not None
+        and len(propagators) == 2
+        and type(propagators[0]) is TraceContextTextMapPropagator
+        and type(propagators[1]) is W3CBaggagePropagator
+    )
 
 
 def _text(key: Any) -> str:
