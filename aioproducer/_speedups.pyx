@@ -342,16 +342,12 @@ cdef class DefaultPartitioner:
 
 
 # -- delivery handles ---------------------------------------------------------------------------------------------
-@cython.no_gc
 cdef class DeliveryFields:
     """Twin of `aioproducer.accelerated.PureDeliveryFields`: what a `Delivery` holds, in a C struct.
 
-    Not traversed by the cyclic garbage collector, and the appender untracks each handle it makes: a caller that
-    keeps every record's handle (gather, wait) would otherwise have the collector walk hundreds of thousands of them
-    at each full collection (measured: a 1.8 s pause with 500 k handles kept). No reference cycle through a handle
-    outlives its record: the batch outcome drops the handle when it settles, and the callbacks (which may refer back
-    to it, as an awaiting task does) are dropped when they run. Only a cancel message that refers back to its own
-    handle would keep both alive.
+    Tracked and traversed by the cyclic garbage collector, as the pure twin is: a handle can sit in a reference
+    cycle that only the collector breaks (a caller's frame holding handles of a failed batch, reached again through
+    the traceback of the batch's error; a done callback that refers back to its handle while the batch is pending).
     """
 
     cdef public object _outcome
@@ -392,7 +388,7 @@ cdef class DeliveryFields:
             raise InvalidStateError("the record is not delivered yet")
         error = outcome.error
         if error is not None:
-            raise error
+            raise error.with_traceback(outcome.error_traceback)  # see BatchOutcome.error_traceback
         cdef int64_t row[5]
         row[2], row[3], row[4] = self._timestamp_ms, self._key_size, self._value_size
         return _metadata(outcome.topic, outcome.partition, outcome.base_offset, outcome.log_append_time_ms, index,
@@ -744,9 +740,6 @@ cdef class Appender:
         fields._timestamp_ms = timestamp_ms
         fields._key_size = -1 if key is None else len(key)
         fields._value_size = -1 if value is None else len(value)
-        # A Python subclass is always collected by the cyclic collector; this handle need not be (see
-        # DeliveryFields): untracked, a caller keeping 500 k of them no longer makes each full collection walk them.
-        PyObject_GC_UnTrack(handle)
         return handle
 
 
@@ -916,6 +909,16 @@ cdef class BulkDeliveries:
 
 
 # -- records --------------------------------------------------------------------------------------------------------
+_PRODUCER_RECORD = None  # aioproducer.models.ProducerRecord, set by install_producer_record
+
+
+def install_producer_record(record_type):
+    """Make `record_type.__new__` the compiled constructor below (records of that exact type only are untracked)."""
+    global _PRODUCER_RECORD
+    _PRODUCER_RECORD = record_type
+    record_type.__new__ = staticmethod(new_producer_record)
+
+
 def new_producer_record(cls, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
     """`ProducerRecord.__new__`, compiled: the named tuple's generated constructor is a Python function."""
     cdef object record = PyType_GenericAlloc(<PyTypeObject*>cls, 6)
@@ -926,10 +929,11 @@ def new_producer_record(cls, topic, value=None, key=None, headers=None, partitio
     _put(record, 4, partition)
     _put(record, 5, timestamp_ms)
     if (
-        _atomic(topic) and _atomic(value) and _atomic(key) and headers is None and _atomic(partition)
-        and _atomic(timestamp_ms)
+        cls is _PRODUCER_RECORD and _atomic(topic) and _atomic(value) and _atomic(key) and headers is None
+        and _atomic(partition) and _atomic(timestamp_ms)
     ):
-        # Nothing inside can refer back to the record, so it can never be part of a reference cycle. CPython
+        # Nothing inside can refer back to the record, so it can never be part of a reference cycle (a user's
+        # subclass may carry attributes that do: it stays tracked). CPython
         # untracks plain tuples like this at their first collection, but not a subclass: a send_many caller's
         # chunk of records otherwise survived young collections into the old generation and triggered a full
         # collection every ~70 k records (a pause of ~10 ms or more).

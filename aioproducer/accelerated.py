@@ -31,7 +31,7 @@ if speedups is not None:
     from .models import ProducerRecord
 
     # The named tuple's generated constructor is Python code; callers of send_many build one record per row.
-    setattr(ProducerRecord, "__new__", staticmethod(speedups.new_producer_record))  # noqa: B010
+    speedups.install_producer_record(ProducerRecord)
 
 
 class PureDeliveryFields:

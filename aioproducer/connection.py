@@ -237,7 +237,9 @@ class BrokerConnection(asyncio.Protocol):
             timer = self._loop.call_later(self.request_timeout_s, self._on_timeout, correlation_id)
             self._pending[correlation_id] = _Pending(future, decoder or _response_decoder(api_key, api_version), timer)
         if self._held is not None and api_key not in _SASL_APIS:
-            # KIP-368: only SASL requests go out while re-authenticating
+            # KIP-368: only SASL requests go out while re-authenticating. The request is handed over all the same:
+            # stamped as activity, as a written one is (the observer reads the stamp as the request's send time).
+            self.last_active = self._loop.time()
             self._held.append((correlation_id if expect_response else -1, frame))
         else:
             self._write(correlation_id if expect_response else -1, frame)

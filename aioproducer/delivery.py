@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Generator, Iterable
 from contextvars import Context, copy_context
+from types import TracebackType
 from typing import Any
 
 from .accelerated import DeliveryFields, speedups
@@ -28,6 +29,7 @@ class BatchOutcome:
         "deliveries",
         "done",
         "error",
+        "error_traceback",
         "first",
         "log_append_time_ms",
         "loop",
@@ -46,6 +48,10 @@ class BatchOutcome:
         self.base_offset = -1
         self.log_append_time_ms = -1
         self.error: BaseException | None = None
+        # The error's traceback when the batch failed: each record raises the shared error with it again, so the
+        # error does not collect the frames of every caller that awaited one of its records (asyncio.Future keeps
+        # its exception's traceback aside for the same reason).
+        self.error_traceback: TracebackType | None = None
         # Set when the batch was split: records below `split_at` moved to `first`, the rest to `second`.
         self.split_at = 0
         self.first: BatchOutcome | None = None
@@ -65,6 +71,7 @@ class BatchOutcome:
     def fail(self, error: BaseException) -> None:
         """Failed: every record of the batch fails with `error`."""
         self.error = error
+        self.error_traceback = error.__traceback__
         self._settle()
 
     def forward(self, split_at: int, first: BatchOutcome, second: BatchOutcome) -> None:
@@ -213,7 +220,7 @@ class Delivery(DeliveryFields):
         if not outcome.done:
             raise asyncio.InvalidStateError("the record is not delivered yet")
         if outcome.error is not None:
-            raise outcome.error
+            raise outcome.error.with_traceback(outcome.error_traceback)
         return outcome.metadata(index, self._timestamp_ms, self._key_size, self._value_size)
 
     def exception(self) -> BaseException | None:

@@ -272,13 +272,20 @@ class Sender:
         except TransportError as exc:
             self._on_no_response(batches, exc, monotonic_ms())
             return
+        # The observer reads the batches before they are settled; should it ever fail, the batches are still
+        # answered (try/finally): observing must never cost a record its outcome.
         if future is None:
-            self._observer.produce_sent(conn, batches, None)
-            self._on_answer(batches, {}, monotonic_ms())  # acks=0: sent is done
+            try:
+                self._observer.produce_sent(conn, batches, None)
+            finally:
+                self._on_answer(batches, {}, monotonic_ms())  # acks=0: sent is done
             return
         self._in_flight.add(future)
-        observed = self._observer.produce_sent(conn, batches, future)
-        future.add_done_callback(lambda f: self._on_produce_done(f, batches, observed))
+        observed: Callable[[asyncio.Future[Any], int], None] | None = None
+        try:
+            observed = self._observer.produce_sent(conn, batches, future)
+        finally:
+            future.add_done_callback(lambda f: self._on_produce_done(f, batches, observed))
 
     # -- answers ------------------------------------------------------------------------------------------------
     def _on_produce_done(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +27,7 @@ from aioproducer.delivery import (
     wait_all,
 )
 from aioproducer.errors import DeliveryTimeoutError, InvalidRecordError
-from aioproducer.models import RecordMetadata
+from aioproducer.models import ProducerRecord, RecordMetadata
 
 # The compiled twin takes only deliveries built on the compiled fields, so it is exercised when those are active.
 BULK_TYPES = [BulkDeliveries] + ([speedups.BulkDeliveries] if speedups is not None else [])
@@ -437,3 +439,68 @@ def test_settling_after_the_loop_closed_does_not_raise() -> None:
     error = InvalidRecordError("closed")
     outcome.fail(error)
     assert delivery.done() and delivery.exception() is error
+
+
+async def test_a_frame_that_awaited_a_failed_record_is_freed() -> None:
+    """The compiled handles were not traversed by the cyclic collector: a coroutine that awaited a record of a
+    failed batch stayed alive for ever (its frame holds the handle, the handle its batch's outcome, the outcome the
+    error, and the error's traceback the frame), with every local it held."""
+
+    class Marker:
+        pass
+
+    outcome = BatchOutcome("t", 0, asyncio.get_running_loop())
+    delivery = new_delivery(Delivery, outcome, 0, 0, 1, 1)
+    marker = Marker()
+    watched = weakref.ref(marker)
+
+    async def awaits(record: Delivery, local: Marker) -> None:
+        with pytest.raises(InvalidRecordError):
+            await record
+
+    task = asyncio.ensure_future(awaits(delivery, marker))
+    await asyncio.sleep(0)
+    outcome.fail(InvalidRecordError("refused"))
+    await task
+    del delivery, outcome, task, marker
+    gc.collect()
+    assert watched() is None
+
+
+async def test_awaiting_many_records_of_a_failed_batch_does_not_grow_its_error_s_traceback() -> None:
+    """Every record of a failed batch raised the one shared error object as it was, so each raise added the
+    awaiting frames to its traceback: 1,000 awaiting tasks left a chain of 3,000 frames (and their locals) on it."""
+    outcome = BatchOutcome("t", 0, asyncio.get_running_loop())
+    deliveries = [new_delivery(Delivery, outcome, i, 0, 1, 1) for i in range(200)]
+
+    async def awaits(record: Delivery) -> None:
+        with pytest.raises(InvalidRecordError):
+            await record
+
+    tasks = [asyncio.ensure_future(awaits(d)) for d in deliveries]
+    await asyncio.sleep(0)
+    outcome.fail(InvalidRecordError("refused"))
+    await asyncio.gather(*tasks)
+    depth, entry = 0, outcome.error.__traceback__ if outcome.error is not None else None
+    while entry is not None:
+        depth, entry = depth + 1, entry.tb_next
+    assert depth <= 5, depth  # one raise's frames at most, as asyncio.Future keeps it
+
+
+def test_a_record_subclass_with_attributes_stays_collectable() -> None:
+    """The compiled ProducerRecord constructor untracked a user's subclass too, whose instances have a __dict__:
+    a reference cycle through such a record's attributes was never freed."""
+
+    class Tagged(ProducerRecord):
+        pass
+
+    class Owner:
+        record: Any = None
+
+    record = Tagged("topic", b"v")
+    owner = Owner()
+    owner.record, record.__dict__["owner"] = record, owner
+    watched = weakref.ref(owner)
+    del record, owner
+    gc.collect()
+    assert watched() is None
