@@ -396,11 +396,19 @@ async def wait_all(items: Iterable[Any], bulk: BulkDeliveries) -> list[Any]:
     awaited through `asyncio.gather(..., return_exceptions=True)`, so its result or exception takes its place too.
     """
     others = bulk.add_waitables(items)
-    for outcome in bulk.outcomes():
-        await outcome.wait()  # follows splits to both halves
+    # The other awaitables start at once, as gather starts them (a coroutine runs while the records wait; one may be
+    # what settles them), and a cancelled wait cancels them, as a cancelled gather does.
+    gathered = asyncio.gather(*others.values(), return_exceptions=True) if others else None
+    try:
+        for outcome in bulk.outcomes():
+            await outcome.wait()  # follows splits to both halves
+    except BaseException:
+        if gathered is not None:
+            gathered.cancel()
+        raise
     results = bulk.results(resolve)
-    if others:
-        settled = await asyncio.gather(*others.values(), return_exceptions=True)
+    if gathered is not None:
+        settled = await gathered
         for position, result in zip(others, settled, strict=True):
             results[position] = result
     return results

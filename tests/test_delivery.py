@@ -303,6 +303,29 @@ async def test_wait_all_of_nothing_and_of_settled_deliveries_returns_at_once(bul
     assert [m.offset for m in await wait_all([make_delivery(outcome, 1)], bulk_type())] == [6]
 
 
+async def test_wait_all_runs_a_listed_coroutine_while_the_records_wait(bulk_type: type[BulkDeliveries]) -> None:
+    """wait_all awaited the listed coroutines and futures only after every record's batch had settled: a coroutine
+    that settles them (or a flush) never ran first, so the wait hung; and a cancelled wait left them never awaited."""
+    outcome = outcome_now()
+    delivery = make_delivery(outcome, 0)
+
+    async def settles() -> str:
+        outcome.succeed(9, -1)
+        return "settled"
+
+    metadata, result = await asyncio.wait_for(wait_all([delivery, settles()], bulk_type()), 5)
+    assert (metadata.offset, result) == (9, "settled")
+
+    pending = make_delivery(outcome_now(), 0)
+    never = asyncio.get_running_loop().create_future()
+    waiting = asyncio.ensure_future(wait_all([pending, never], bulk_type()))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert never.cancelled()
+
+
 async def test_cancelling_wait_all_leaves_the_deliveries_pending_and_usable(bulk_type: type[BulkDeliveries]) -> None:
     outcome = outcome_now()
     delivery = make_delivery(outcome, 0)

@@ -208,7 +208,9 @@ class JvmProcess:
         if not self._signal(signal.SIGSTOP) or process is None:
             return
         deadline = time.monotonic() + _PAUSE_WAIT_S
-        while time.monotonic() < deadline and not _all_threads_stopped(process.pid):
+        while not _all_threads_stopped(process.pid):
+            if time.monotonic() > deadline:  # a dead but unreaped JVM, or a thread stuck in the kernel
+                raise KafkaSetupError(f"{self.command[-1]} (pid {process.pid}) did not stop within {_PAUSE_WAIT_S} s")
             time.sleep(0.005)
 
     def resume(self) -> None:
