@@ -54,6 +54,11 @@ _NEW, _RUNNING, _CLOSING, _CLOSED = "new", "running", "closing", "closed"
 _YIELD_AFTER_BYTES = 64 * 1024
 
 
+def _new_bulk() -> BulkDeliveries:
+    """An empty `BulkDeliveries` for send_many and wait: the compiled twin when it is built."""
+    return speedups.BulkDeliveries() if speedups is not None else BulkDeliveries()
+
+
 class Producer(TransactionalMethods):
     """An asyncio Kafka producer. Use as `async with Producer(...) as producer:` or `start()` / `close()`.
 
@@ -369,7 +374,7 @@ class Producer(TransactionalMethods):
         if self._record_serializer is not None:
             batch, refused = await self._record_serializer.apply_many(batch)
         appender = self._appender
-        bulk: BulkDeliveries = speedups.BulkDeliveries() if speedups is not None else BulkDeliveries()
+        bulk = _new_bulk()
         index = 0
         while index < len(batch):
             if self._state != _RUNNING:
@@ -416,8 +421,7 @@ class Producer(TransactionalMethods):
         are not a `Delivery` (a cancelled one, an asyncio future or task) are awaited too, and their result or
         exception takes their place. Cancelling `wait` cancels only the waiting.
         """
-        bulk: BulkDeliveries = speedups.BulkDeliveries() if speedups is not None else BulkDeliveries()
-        return await wait_all(deliveries, bulk)
+        return await wait_all(deliveries, _new_bulk())
 
     async def _append_after_waiting(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
         """The slow path: wait for metadata and memory (together bounded by `max_block_ms`), then append."""
