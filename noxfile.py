@@ -108,6 +108,8 @@ def bench(session: nox.Session) -> None:
     quick = ["--quick"] if "--quick" in session.posargs else []
     # The cost of observing, measured in many short alternating rounds in one process: results/observability.md.
     session.run("python", "-m", "tests.benchmarks.observe_bench", *quick)
+    # What asyncio alone costs per record in the gather and done-callback idioms: results/asyncio_floor.md.
+    session.run("python", "-m", "tests.benchmarks.asyncio_floor", *quick)
     # The Spark section (tests/benchmarks/spark_bench.py): aioproducer.spark against Spark's own Kafka sink on a real
     # Kafka node, batch and streaming, what Spark alone costs (no Kafka), then the producer cache; writes
     # results/spark.md.

@@ -863,25 +863,27 @@ cdef class BulkDeliveries:
         """Each batch outcome the records went to, once."""
         return list(self._outcomes)
 
-    def results(self, resolve):
-        """Each record's RecordMetadata or error, in order (every outcome must be settled); `resolve` is
-        `aioproducer.delivery.resolve`, used for batches that were split."""
+    def results(self, resolve, Py_ssize_t start=0, stop=None):
+        """Each record's RecordMetadata or error, in order, for records `start` to `stop` (default: all; every
+        outcome they went to must be settled); `resolve` is `aioproducer.delivery.resolve`, used for batches that
+        were split."""
+        cdef Py_ssize_t end = self._count if stop is None else min(<Py_ssize_t>stop, self._count)
         # The new list is young and growing: every young collection that its allocations trigger would walk it
         # again. Nothing here can form a cycle, so the collector pauses until the list is built.
         cdef int collecting = PyGC_Disable()
         try:
-            return self._results(resolve)
+            return self._results(resolve, max(start, 0), end)
         finally:
             if collecting:
                 PyGC_Enable()
 
-    cdef list _results(self, resolve):
+    cdef list _results(self, resolve, Py_ssize_t start, Py_ssize_t end):
         cdef list results = []
         cdef int64_t* row
         cdef Py_ssize_t position, index
         cdef int64_t run = NOT_A_DELIVERY, base_offset = -1, log_append_time_ms = -1
         cdef object outcome = None, error = None, topic = None, partition = None
-        for position in range(self._count):
+        for position in range(start, end):
             row = self._columns + position * COLUMNS
             if row[0] == NOT_A_DELIVERY:
                 results.append(self._others[position])

@@ -1,8 +1,9 @@
 """Per-partition queues of record batches, buffer-memory accounting, and readiness; pure.
 
-Owns *which* batches exist and *when* they may be sent (Java's RecordAccumulator): a partition's head batch is
-ready when full, when `linger_ms` has passed, when a retry's backoff has passed (or its leader changed), or while
-flushing/closing or while senders wait for memory. Whether a ready batch may go out with idempotence, and where a
+Owns *which* batches exist, how large they grow, and *when* they may be sent (Java's RecordAccumulator): a
+partition's head batch is ready when it holds `batch_size` bytes (it may grow to `batch_max_size` while it waits),
+when `linger_ms` has passed, when a retry's backoff has passed (or its leader changed), or while flushing/closing or
+while senders wait for memory. Whether a ready batch may go out with idempotence, and where a
 retry goes back in its queue, is `idempotence`'s rule. Time arrives as `now_ms` (or a clock, read only when a batch
 is created); each batch carries the `BatchOutcome` its records' delivery handles read, settled by the sender.
 """
@@ -130,8 +131,22 @@ class RecordAccumulator(AccumulatorFields):
         compression: CompressionType,
         compression_level: int | None,
         guarantee_order: bool = False,
+        batch_max_size: int | None = None,
     ) -> None:
+        # A batch is ready to go once it holds batch_size bytes (Java's rule), and takes more records while it
+        # waits to be drained, up to batch_max_size (KIP-782's batch.max.size): under backlog, batches grow instead
+        # of queueing, and each costs its codec call, its request share and the broker's work once.
         self.batch_size = batch_size
+        self.batch_max_size = batch_size if batch_max_size is None else max(batch_max_size, batch_size)
+        # How far a batch may grow for its compression to stay short on the event loop (set by the sender from the
+        # codec's measured speed, compression_pacing); batches grow to the smaller of the two, never below batch_size.
+        self.compressible_size = self.batch_max_size
+        # Topics where a grown batch was refused as too large (MESSAGE_TOO_LARGE, then split): their batches stay
+        # at batch_size from then on, so a topic with a small max.message.bytes does not split batch after batch.
+        self.fixed_size_topics: set[str] = set()
+        # Batches on the wire per partition. A partition's full batch waits while one is out, up to linger_ms from
+        # its creation, growing meanwhile (see `ready`).
+        self.in_flight_batches: dict[TopicPartition, int] = {}
         # With one request in flight per connection, a partition is muted while its batch is out, so a retry can
         # never be overtaken by a later batch sent to another broker after a leader move (Java's
         # guaranteeMessageOrder). With more in flight, ordering is the idempotent producer's sequences' job.
@@ -178,8 +193,12 @@ class RecordAccumulator(AccumulatorFields):
             batch = last
             builder = last.builder
         else:
+            if tp[0] in self.fixed_size_topics:
+                size_limit = self.batch_size
+            else:
+                size_limit = max(self.batch_size, min(self.batch_max_size, self.compressible_size))
             builder = BatchBuilder(
-                compression=self.compression, compression_level=self.compression_level, size_limit=self.batch_size
+                compression=self.compression, compression_level=self.compression_level, size_limit=size_limit
             )
             index = builder.try_append(timestamp_ms, key, value, headers)
             if last is not None:
@@ -219,7 +238,7 @@ class RecordAccumulator(AccumulatorFields):
                 and not _leader_changed(head, leader, leader_epoch_of(tp) if leader_epoch_of else -1)
             ):
                 wait = head.retry_at_ms - now_ms
-            elif force or head.attempts > 0 or head.full or len(queue) > 1:
+            elif force or head.attempts > 0 or len(queue) > 1 or (head.full and not self.in_flight_batches.get(tp)):
                 wait = 0
             else:
                 wait = head.created_ms + self.linger_ms - now_ms
@@ -261,6 +280,7 @@ class RecordAccumulator(AccumulatorFields):
             size += batch_size
             idempotence.on_drain(head, now_ms)
             head.in_flight = True
+            self.in_flight_batches[tp] = self.in_flight_batches.get(tp, 0) + 1
             if self.guarantee_order:
                 self.muted.add(tp)
             drained.append(head)
@@ -269,7 +289,7 @@ class RecordAccumulator(AccumulatorFields):
     def reenqueue(self, batch: ProducerBatch, retry_at_ms: int) -> None:
         """Put a batch back for a retry, ahead of newer batches and in sequence order (Java's insertInSequenceOrder;
         a partition's stamped batches all belong to one sequence stream, idempotence.R3)."""
-        batch.in_flight = False
+        self._landed(batch)
         self.muted.discard(batch.tp)
         batch.attempts += 1
         batch.retry_at_ms = retry_at_ms
@@ -295,6 +315,7 @@ class RecordAccumulator(AccumulatorFields):
         the batch's outcome forwards each record's handle to its half. Whoever waits for the batch (flush, close)
         is told once both halves are done. The halves go out at once: a split is not a retry.
         """
+        self.fixed_size_topics.add(batch.topic)
         encoded = batch.close().encode()
         records = [r for b in read_batches(encoded) for r in b.records]
         middle = len(records) // 2
@@ -312,7 +333,7 @@ class RecordAccumulator(AccumulatorFields):
             halves.append(half)
         halves[1].reserved_bytes = batch.reserved_bytes - halves[0].reserved_bytes
         batch.reserved_bytes = 0
-        batch.in_flight = False
+        self._landed(batch)
         self.incomplete.discard(batch)
         self.muted.discard(batch.tp)
         idempotence.on_split(batch, halves)
@@ -329,12 +350,23 @@ class RecordAccumulator(AccumulatorFields):
         """A batch is done (delivered or failed): give its memory back and run its completion callbacks."""
         if batch not in self.incomplete:
             return
+        self._landed(batch)
         self.incomplete.discard(batch)
         self.used_bytes -= batch.reserved_bytes
         batch.reserved_bytes = 0
         callbacks, batch.done_callbacks = batch.done_callbacks, []
         for callback in callbacks:
             callback()
+
+    def _landed(self, batch: ProducerBatch) -> None:
+        """The batch's attempt is over (answered, abandoned, split or settled): it is no longer on the wire."""
+        if batch.in_flight:
+            batch.in_flight = False
+            count = self.in_flight_batches[batch.tp] - 1
+            if count:
+                self.in_flight_batches[batch.tp] = count
+            else:
+                del self.in_flight_batches[batch.tp]
 
     def expired(self, now_ms: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
         """Queued (not in-flight) batches whose delivery timeout has passed, removed from their queues."""

@@ -370,10 +370,16 @@ class BulkDeliveries:
                 outcomes.setdefault(id(item._outcome), item._outcome)
         return list(outcomes.values())
 
-    def results(self, resolve: Callable[[BatchOutcome, int], tuple[BatchOutcome, int]]) -> list[Any]:
-        """Each record's RecordMetadata or error, in order (every outcome must be settled)."""
+    def results(
+        self,
+        resolve: Callable[[BatchOutcome, int], tuple[BatchOutcome, int]],
+        start: int = 0,
+        stop: int | None = None,
+    ) -> list[Any]:
+        """Each record's RecordMetadata or error, in order, for records `start` to `stop` (default: all; every
+        outcome they went to must be settled)."""
         results: list[Any] = []
-        for item in self._items:
+        for item in self._items[max(start, 0) : stop]:
             if isinstance(item, DeliveryFields):
                 outcome, index = resolve(item._outcome, item._index)
                 error = outcome.error
@@ -385,6 +391,10 @@ class BulkDeliveries:
             else:
                 results.append(item)
         return results
+
+
+# `wait_all` builds its results this many at a time (~1-3 ms each), letting the loop run between slices.
+_RESULTS_PER_SLICE = 20_000
 
 
 async def wait_all(items: Iterable[Any], bulk: BulkDeliveries) -> list[Any]:
@@ -406,7 +416,13 @@ async def wait_all(items: Iterable[Any], bulk: BulkDeliveries) -> list[Any]:
         if gathered is not None:
             gathered.cancel()
         raise
-    results = bulk.results(resolve)
+    # Built in slices, yielding between them: a caller waiting for a million records holds the loop a few ms at a
+    # time, not for the whole list.
+    count = len(bulk)
+    results = bulk.results(resolve, 0, _RESULTS_PER_SLICE)
+    for start in range(_RESULTS_PER_SLICE, count, _RESULTS_PER_SLICE):
+        await asyncio.sleep(0)
+        results += bulk.results(resolve, start, start + _RESULTS_PER_SLICE)
     if gathered is not None:
         settled = await gathered
         for position, result in zip(others, settled, strict=True):

@@ -91,6 +91,7 @@ class Producer(TransactionalMethods):
             compression=self._compression,
             compression_level=cfg.compression_level,
             guarantee_order=cfg.max_in_flight_requests_per_connection == 1,
+            batch_max_size=cfg.effective_batch_max_size,
         )
         self._memory_waiters = MemoryWaiters(self._accumulator, self._wake, cfg.max_block_ms)
         self._shutdown_task: asyncio.Task[None] | None = None

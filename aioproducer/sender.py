@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from .accumulator import ProducerBatch, RecordAccumulator
 from .cluster import Cluster, monotonic_ms
 from .compression import CompressionType
+from .compression_pacing import CompressionPacer
 from .config import ProducerConfig
 from .connection import BrokerConnection
 from .errors import AioProducerError, TransportError
@@ -30,8 +32,6 @@ __all__ = ["Sender", "TransactionGate"]
 
 log = logging.getLogger("aioproducer.sender")
 
-# Compressing a batch this big takes long enough (~1 ms+) that it pays to do it in a worker thread.
-_OFFLOAD_COMPRESSION_BYTES = 64 * 1024
 # Failed batches are logged at WARNING at most this often; the next line counts the ones left out.
 _FAILURE_LOG_INTERVAL_S = 5.0
 
@@ -62,6 +62,13 @@ class Sender:
     ) -> None:
         self._config = config
         self._acc = accumulator
+        self._compression_pacer = (
+            None
+            if accumulator.compression == CompressionType.NONE
+            else CompressionPacer(accumulator.compression, accumulator.compression_level)
+        )
+        if self._compression_pacer is not None:
+            accumulator.compressible_size = self._compression_pacer.largest_on_loop()
         self._cluster = cluster
         self._idem = idempotence
         self._acks = acks
@@ -200,6 +207,7 @@ class Sender:
                 self._cluster.state.touch(topic, now)
             self._cluster.request_update()
         sent = False
+        compressing_ns = 0  # on the loop, in this pass
         for node_id, partitions in check.ready.items():
             conn = self._cluster.connection(node_id)
             if conn is None or not conn.writable:
@@ -208,7 +216,7 @@ class Sender:
                 continue
             if self.transaction is not None:
                 partitions = [tp for tp in partitions if self.transaction.may_send(tp)]
-            self._offload_compression(partitions)
+            partitions, compressing_ns = self._compress_heads(partitions, compressing_ns)
             batches = self._acc.drain(partitions, self._config.max_request_size, self._idem, now)
             if batches:
                 self._send_produce(conn, batches)
@@ -225,27 +233,54 @@ class Sender:
             return -1
         return info.partitions[tp[1]].leader_epoch
 
-    def _offload_compression(self, partitions: list[tuple[str, int]]) -> None:
-        """Close big compressed head batches in a worker thread; `drain` skips them until they are ready."""
-        if self._acc.compression == CompressionType.NONE:
-            return
+    def _compress_heads(self, partitions: list[tuple[str, int]], spent_ns: int) -> tuple[list[tuple[str, int]], int]:
+        """Compress the head batches about to be drained, each as the pacer says: on the loop; in a worker thread
+        when that alone would be long (`drain` skips it until its thread is done); or, when this pass has already
+        compressed on the loop for most of the budget, in the next pass (it is left out of the partitions returned,
+        and keeps growing meanwhile). Returns the partitions to drain now and the time spent compressing so far."""
+        acc, pacer = self._acc, self._compression_pacer
+        if pacer is None:
+            return partitions, spent_ns
+        now: list[tuple[str, int]] = []
         for tp in partitions:
-            queue = self._acc.queues.get(tp)
+            queue = acc.queues.get(tp)
             head = queue[0] if queue else None
-            if head is None or head.compressing or head.builder is None:
+            if head is None or head.builder is None or head.compressing or tp in acc.muted:
+                now.append(tp)
                 continue
-            if head.size_in_bytes >= _OFFLOAD_COMPRESSION_BYTES:
+            if not self._idem.may_drain(head):
+                continue  # left open: it may grow until it can go
+            size = head.builder.estimated_size
+            if pacer.off_loop(size):
                 head.seal()
                 head.compressing = True
                 self._spawn(self._compress(head, head.builder))
+            elif pacer.fits(size, spent_ns):
+                started = time.perf_counter_ns()
+                head.close()
+                elapsed = time.perf_counter_ns() - started
+                pacer.measured(size, elapsed)
+                spent_ns += elapsed
+                now.append(tp)
+        acc.compressible_size = pacer.largest_on_loop()
+        return now, spent_ns
 
     async def _compress(self, batch: ProducerBatch, builder: BatchBuilder) -> None:
         try:
-            closed = await asyncio.get_running_loop().run_in_executor(None, builder.close)
+            closed = await asyncio.get_running_loop().run_in_executor(None, self._timed_close, builder)
         finally:
             batch.compressing = False
         batch.closed, batch.builder = closed, None
         self.wake()
+
+    def _timed_close(self, builder: BatchBuilder) -> Any:
+        """In a worker thread: close (compress) the batch, and tell the pacer how long it took."""
+        size = builder.estimated_size
+        started = time.perf_counter_ns()
+        closed = builder.close()
+        if self._compression_pacer is not None:  # a float store: safe beside the loop's reads
+            self._compression_pacer.measured(size, time.perf_counter_ns() - started)
+        return closed
 
     def _send_produce(self, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
         txn = self.transaction

@@ -150,3 +150,58 @@ def test_split_halves_a_batch_keeping_records_outcomes_and_memory() -> None:
     assert sum(h.reserved_bytes for h in halves) == 150 and acc.used_bytes == 150
     # A split is not a retry: the halves go out at once, without a backoff (Java's splitAndReenqueue).
     assert acc.ready(0, lambda tp: 1).ready == {1: [TP]} and batch not in acc.incomplete
+
+
+def grown(batch_size: int = 1000, batch_max_size: int = 4000) -> RecordAccumulator:
+    return RecordAccumulator(
+        batch_size=batch_size,
+        linger_ms=10_000,
+        buffer_memory=1 << 20,
+        compression=CompressionType.NONE,
+        compression_level=None,
+        batch_max_size=batch_max_size,
+    )
+
+
+def test_a_waiting_batch_is_ready_at_batch_size_and_grows_to_batch_max_size() -> None:
+    acc = grown()
+    woke = [append(acc, b"x" * 100, 0) for _ in range(50)]
+    sizes = [batch.size_in_bytes for batch in acc.queues[TP]]
+    # Ready (and the sender woken) once batch_size is reached; the batch took records until batch_max_size.
+    assert woke[:2] == [True, False] and woke.count(True) == 4  # two batches: each created, then filled
+    assert acc.ready(0, lambda tp: 1).ready == {1: [TP]}
+    assert len(sizes) == 2 and 3500 < sizes[0] <= 4000 and sizes[1] > 1000
+
+
+def test_a_drained_batch_takes_no_more_records_however_small() -> None:
+    acc = grown()
+    for _ in range(12):
+        append(acc, b"x" * 100, 0)
+    drained = acc.drain([TP], 10**6, IdempotenceState(False))
+    assert len(drained) == 1 and drained[0].record_count == 12
+    append(acc, b"y", 0)
+    assert drained[0].record_count == 12 and [b.record_count for b in acc.queues[TP]] == [1]
+
+
+def test_batches_do_not_grow_when_batch_max_size_is_batch_size() -> None:
+    acc = grown(batch_max_size=1000)
+    for _ in range(40):
+        append(acc, b"x" * 100, 0)
+    assert max(batch.size_in_bytes for batch in acc.queues[TP]) <= 1000
+
+
+def test_after_a_split_the_topic_s_batches_stay_at_batch_size() -> None:
+    # A topic whose max.message.bytes refuses grown batches would otherwise split every batch it is sent.
+    acc = grown()
+    for _ in range(35):
+        append(acc, b"x" * 100, 0)
+    big = acc.drain([TP], 10**6, IdempotenceState(False))[0]
+    acc.split(big, IdempotenceState(False))
+    acc.queues[TP].clear()
+    for _ in range(35):
+        append(acc, b"x" * 100, 0)
+    assert max(batch.size_in_bytes for batch in acc.queues[TP]) <= 1000
+    other = ("u", 0)
+    for _ in range(35):
+        append(acc, b"x" * 100, 0, tp=other)
+    assert max(batch.size_in_bytes for batch in acc.queues[other]) > 1000  # other topics still grow

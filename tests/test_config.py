@@ -54,6 +54,7 @@ PYTHON_DEFAULTS: dict[str, Any] = {
     "enable_idempotence": None,  # Java: true, dropped silently on conflicts unless set by the user
     "compression_type": "none",
     "compression_level": None,  # Java: one default per codec; None = the codec's default
+    "batch_max_size": None,  # not in Java (KIP-782's batch.max.size): None = max(batch_size, 256 KiB)
     "linger_ms": 5,
     "batch_size": 16384,
     "buffer_memory": 33554432,
@@ -169,6 +170,7 @@ def test_every_java_name_is_in_the_parity_table() -> None:
     unpaired = {"ssl_context", "ssl_keyfile", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password"}
     # transactional.id needs idempotence, which the table's acks=1 turns off: tested apart.
     unpaired |= {"sasl_oauth_token_provider", "compression_level", "transactional_id", "close_timeout_ms"}
+    unpaired |= {"batch_max_size"}
     assert covered == {"bootstrap_servers", *PYTHON_DEFAULTS} - unpaired
 
 
@@ -470,3 +472,12 @@ def test_repr_never_prints_a_secret_field() -> None:
     )
     assert "pw!" not in repr(cfg) and "pw!" not in str(cfg)
     assert "sasl_plain_password='***'" in repr(cfg)
+
+
+def test_batch_max_size_defaults_to_256_kib_within_max_request_size_and_never_below_batch_size() -> None:
+    assert build().effective_batch_max_size == 256 * 1024
+    assert build(max_request_size=100_000).effective_batch_max_size == 100_000
+    assert build(batch_size=1 << 20).effective_batch_max_size == 1 << 20
+    assert build(batch_max_size="16384").effective_batch_max_size == 16384  # Java's fixed batches
+    with pytest.raises(ConfigError, match="batch_max_size=100 is below batch_size=16384"):
+        build(batch_max_size=100)

@@ -349,6 +349,17 @@ class SequenceMachine(RuleBasedStateMachine):
             assert not written & self.not_written, f"{tp}: records reported not written are in the log"
             assert self.delivered.isdisjoint(self.not_written | self.unknown)
 
+    @invariant()
+    def batches_on_the_wire_are_counted_per_partition(self) -> None:
+        # A count off by one would hold a partition's full batches back for linger_ms each (or for good, if high).
+        if not hasattr(self, "broker"):
+            return
+        on_the_wire: dict[tuple[str, int], int] = {}
+        for batch in self.acc.incomplete:
+            if batch.in_flight:
+                on_the_wire[batch.tp] = on_the_wire.get(batch.tp, 0) + 1
+        assert self.acc.in_flight_batches == on_the_wire
+
     def teardown(self) -> None:
         if not hasattr(self, "broker"):
             return

@@ -107,6 +107,40 @@ async def test_batches_over_the_topics_limit_are_split_until_they_fit(kafka_clus
     assert verdict.ok, str(verdict)
 
 
+async def test_batches_grow_past_batch_size_while_they_wait_and_kafka_takes_them(kafka_cluster: KafkaCluster) -> None:
+    """With one request in flight per connection, a partition's next batch waits for the last one's answer and
+    keeps taking records until batch_max_size: Kafka gets fewer, larger batches, in order, and checks each CRC."""
+    topic = await create(kafka_cluster, "grown-batches", 1)
+    records = [ProducerRecord(topic, b"%05d-" % i + os.urandom(400), key=b"k%d" % (i % 3)) for i in range(3000)]
+    async with Producer(
+        kafka_cluster.bootstrap_servers, max_in_flight_requests_per_connection=1, compression_type="lz4"
+    ) as producer:
+        results = await producer.send_many(records)
+        largest = producer.metrics().producer["batch-size-max"]
+    assert all(isinstance(r, RecordMetadata) for r in results), results[:3]
+    # Random bytes barely compress: a batch on the wire about as large as its records were.
+    assert 16384 * 2 < largest <= 256 * 1024 + 1024, largest
+    verdict = judge(await read_back_async(kafka_cluster.bootstrap_servers, topic), records)
+    assert verdict.ok, str(verdict)
+
+
+async def test_a_topic_that_refuses_grown_batches_gets_batches_of_batch_size(kafka_cluster: KafkaCluster) -> None:
+    """A topic whose max.message.bytes is above batch_size but below grown batches: after the first refusal (a
+    split), that topic's batches stay at batch_size, and every record arrives once and in order."""
+    topic = await create(kafka_cluster, "no-growth", 1, **{"max.message.bytes": "40000"})
+    first = [ProducerRecord(topic, b"a%05d-" % i + os.urandom(400), key=b"k%d" % (i % 3)) for i in range(3000)]
+    then = [ProducerRecord(topic, b"b%05d-" % i + os.urandom(400), key=b"k%d" % (i % 3)) for i in range(1000)]
+    async with Producer(kafka_cluster.bootstrap_servers, max_in_flight_requests_per_connection=1) as producer:
+        results = await producer.send_many(first)
+        before = producer.metrics().producer["batch-split-total"]
+        results += await producer.send_many(then)
+        splits_after = producer.metrics().producer["batch-split-total"] - before
+    assert all(isinstance(r, RecordMetadata) for r in results), results[:3]
+    assert before >= 1 and splits_after == 0, (before, splits_after)
+    verdict = judge(await read_back_async(kafka_cluster.bootstrap_servers, topic), first + then)
+    assert verdict.ok, str(verdict)
+
+
 # -- codecs ------------------------------------------------------------------------------------------------------
 
 
