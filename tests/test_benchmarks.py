@@ -146,6 +146,11 @@ def test_the_report_has_a_table_per_broker_with_the_java_producer(tmp_path: Path
     assert "| keyless 100 B, enqueue loop | 2,000 | 800 | 1,000.00 | 500.00 |" in kafka  # first pass vs timed pass
     assert "Apache Kafka 4.1.1 (one node), keyed_100B, aioproducer: the broker holds 7 records, expected 1001" in text
     assert (tmp_path / "benchmark.png").is_file() and (tmp_path / "benchmark_kafka.png").is_file()
+    # The per-peer targets: judged per broker, only where both sides ran.
+    on_tansu, on_kafka = text.split("## Targets per idiom, codec and peer on Apache Kafka")
+    assert "| enqueue_100B ≥ 1x the Java producer | 2.00x | **met** |" in on_tansu.split("## Targets per")[-1]
+    assert "| enqueue_100B ≥ 1x the Java producer | 0.50x | **missed** |" in on_kafka.split("## Throughput")[0]
+    assert "keyed_100B ≥ 1x" not in text
 
 
 def test_a_kafka_only_run_reports_kafka_alone(tmp_path: Path) -> None:

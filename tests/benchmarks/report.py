@@ -391,6 +391,44 @@ def _target_rows(table: Table) -> list[str]:
     return rows
 
 
+# Per broker: every idiom against aiokafka, the callback-style idioms and the compressed rows against
+# confluent-kafka's synchronous Producer, the 100 B rows against the Java producer.
+_IDIOMS_AGAINST_AIOKAFKA = ("gather", "callback", "tasks", "enqueue_flush", "send_many")
+_IDIOMS_AGAINST_CONFLUENT = ("callback", "enqueue_flush", "send_many")
+_CODECS = ("lz4", "zstd", "gzip", "snappy")
+_AGAINST_JAVA = ("enqueue_100B", "keyed_100B", "idempotent_100B")
+
+
+def _peer_target_rows(table: Table) -> list[str]:
+    """The per-idiom, per-codec and per-peer targets, on one broker; rows whose runs are missing are left out."""
+    wanted: list[tuple[str, str, str, float]] = [
+        *(
+            (f"idiom_{idiom}_100B", "aiokafka", f"idiom {idiom} ≥ 5x aiokafka", 5.0)
+            for idiom in _IDIOMS_AGAINST_AIOKAFKA
+        ),
+        *(
+            (f"idiom_{idiom}_100B", "confluent_sync", f"idiom {idiom} ≥ 1x confluent-kafka sync Producer", 1.0)
+            for idiom in _IDIOMS_AGAINST_CONFLUENT
+        ),
+        *(
+            (f"{codec}_1KB", "confluent_sync", f"1 KB {codec} ≥ 1x confluent-kafka sync Producer", 1.0)
+            for codec in _CODECS
+        ),
+        *((workload, "java", f"{workload} ≥ 1x the Java producer", 1.0) for workload in _AGAINST_JAVA),
+    ]
+    rows = ["| target | measured | verdict |", "|---|---|---|"]
+    for workload, peer, name, bound in wanted:
+        if not (table.ran(workload, "aioproducer") and table.ran(workload, peer)):
+            continue
+        value = _ratio(table, workload, peer)
+        rows.append(f"| {name} | {_num(value, 2)}x | {_verdict(None if value != value else value >= bound)} |")
+    if table.ran("idle_send_kafka", "aioproducer"):
+        p99 = table.median("idle_send_kafka", "aioproducer", lambda r: r["latency"]["p99_ms"])
+        verdict = _verdict(None if p99 != p99 else p99 <= LINGER_MS + 2)
+        rows.append(f"| single idle send p99 ≤ linger_ms + 2 ms = {LINGER_MS + 2} ms | {_num(p99, 2)} ms | {verdict} |")
+    return rows if len(rows) > 2 else []
+
+
 def _errors(runs: list[Run]) -> list[str]:
     """Failed runs, one entry per distinct failure (with the rounds it happened in), and unverified counts."""
     failures: dict[tuple[str, str, str, str], list[Run]] = defaultdict(list)
@@ -536,6 +574,10 @@ def write_report(meta: dict[str, Any], runs: list[Run], out: Path) -> None:
     lines = _header(meta, runs)
     if tansu.groups:
         lines += ["## Targets (judged on Tansu, where the broker is not the bottleneck)", "", *_target_rows(tansu), ""]
+    for broker, table in tables.items():
+        peer_targets = _peer_target_rows(table) if table.groups else []
+        if peer_targets:
+            lines += [f"## Targets per idiom, codec and peer on {BROKER_LABELS[broker]}", "", *peer_targets, ""]
     for broker, table in tables.items():
         if table.groups:
             lines += _broker_sections(broker, table)
