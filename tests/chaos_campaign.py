@@ -67,6 +67,7 @@ class ProducerPlan:
     compression: str
     in_flight: int
     topics: tuple[str, ...]
+    grows: bool = False  # batches may grow past batch_size while they wait (batch_max_size), or stay fixed as Java's
     sent: list[tuple[str, bytes, bytes | None]] = field(default_factory=list)  # (topic, value, key) in send order
     futures: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
     appended_at: list[float] = field(default_factory=list)
@@ -78,6 +79,7 @@ class ProducerPlan:
             "max_in_flight_requests_per_connection": self.in_flight,
             "linger_ms": 10,
             "batch_size": 16384,
+            "batch_max_size": 256 * 1024 if self.grows else 16384,
             "delivery_timeout_ms": DELIVERY_TIMEOUT_MS,
             "request_timeout_ms": 8000,
             "retry_backoff_ms": 50,
@@ -87,11 +89,14 @@ class ProducerPlan:
         }
 
     def describe(self) -> str:
-        return f"p{self.index}:{'keyed' if self.keyed else 'keyless'}/{self.compression}/inflight={self.in_flight}"
+        kind = "keyed" if self.keyed else "keyless"
+        growth = "grown" if self.grows else "fixed"
+        return f"p{self.index}:{kind}/{self.compression}/inflight={self.in_flight}/{growth}"
 
 
 def plan_producers(rng: random.Random, count: int, topics: Sequence[str]) -> list[ProducerPlan]:
-    """`count` producers: keyed and keyless alternate, in-flight 5 for the first pair, 1 for the next pair."""
+    """`count` producers: keyed and keyless alternate, in-flight 5 for the first pair, 1 for the next pair; the
+    middle two of each four let their batches grow, the others keep Java's fixed batches."""
     codecs = list(COMPRESSIONS)
     rng.shuffle(codecs)
     return [
@@ -101,6 +106,7 @@ def plan_producers(rng: random.Random, count: int, topics: Sequence[str]) -> lis
             compression=codecs[i % len(codecs)],
             in_flight=(5, 1)[(i // 2) % 2],
             topics=tuple(topics),
+            grows=i % 4 in (1, 2),
         )
         for i in range(count)
     ]

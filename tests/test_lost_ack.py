@@ -37,7 +37,9 @@ from aioproducer.testing import KafkaCluster, TansuBroker, create_topic
 NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS = 6, 7, 19
 SETTINGS = {
     "linger_ms": 1,
+    # Many small batches, so that the faults below hit many requests: fixed at batch_size, as Java's are.
     "batch_size": 512,
+    "batch_max_size": 512,
     "request_timeout_ms": 3000,
     "retry_backoff_ms": 20,
     "retry_backoff_max_ms": 100,
@@ -414,7 +416,7 @@ async def test_a_split_batch_keeps_its_place_ahead_of_the_batches_behind_it(targ
     proxy = FaultyProxy(target.bootstrap_servers, script)
     await proxy.start()
     records = workload("split", 40, keys=1, topic=topic)
-    settings = {**SETTINGS, "batch_size": 120, "linger_ms": 0}
+    settings = {**SETTINGS, "batch_size": 120, "batch_max_size": 120, "linger_ms": 0}
     try:
         async with running_producer(proxy.bootstrap_servers, **settings) as producer:
             await producer.send(topic, b"warm-up", key=b"key-0")
