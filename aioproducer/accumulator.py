@@ -3,9 +3,9 @@
 Owns *which* batches exist, how large they grow, and *when* they may be sent (Java's RecordAccumulator): a
 partition's head batch is ready when it holds `batch_size` bytes (it may grow to `batch_max_size` while it waits),
 when `linger_ms` has passed, when a retry's backoff has passed (or its leader changed), or while flushing/closing or
-while senders wait for memory. Whether a ready batch may go out with idempotence, and where a
-retry goes back in its queue, is `idempotence`'s rule. Time arrives as `now_ms` (or a clock, read only when a batch
-is created); each batch carries the `BatchOutcome` its records' delivery handles read, settled by the sender.
+while senders wait for memory. Whether a ready batch may go out with idempotence, and where a retry goes back in its
+queue, is `idempotence`'s rule. Time arrives as `now_ms` (or a clock, read only when a batch is created); each batch
+carries the `BatchOutcome` its records' delivery handles read, settled by the sender.
 """
 
 from __future__ import annotations

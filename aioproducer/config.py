@@ -63,8 +63,8 @@ _UNSUPPORTED_JAVA = frozenset(
 )
 
 
-# batch_max_size's default bound: 16x Java's batch.size. Compressed 1 KB records cost half the CPU per record in
-# batches of this size than in 16 KiB ones, and 1 MiB batches gained little more (tests/benchmarks/NOTES.md).
+# batch_max_size's default bound: 16x Java's batch.size. Compressed 1 KB records cost about a quarter less CPU per
+# record in batches of this size than in 16 KiB ones, and 1 MiB batches gained little more (tests/benchmarks/NOTES.md).
 _GROWN_BATCH_DEFAULT = 256 * 1024
 
 

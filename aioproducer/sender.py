@@ -241,12 +241,12 @@ class Sender:
         acc, pacer = self._acc, self._compression_pacer
         if pacer is None:
             return partitions, spent_ns
-        now: list[tuple[str, int]] = []
+        to_drain: list[tuple[str, int]] = []
         for tp in partitions:
             queue = acc.queues.get(tp)
             head = queue[0] if queue else None
             if head is None or head.builder is None or head.compressing or tp in acc.muted:
-                now.append(tp)
+                to_drain.append(tp)
                 continue
             if not self._idem.may_drain(head):
                 continue  # left open: it may grow until it can go
@@ -261,9 +261,9 @@ class Sender:
                 elapsed = time.perf_counter_ns() - started
                 pacer.measured(size, elapsed)
                 spent_ns += elapsed
-                now.append(tp)
+                to_drain.append(tp)
         acc.compressible_size = pacer.largest_on_loop()
-        return now, spent_ns
+        return to_drain, spent_ns
 
     async def _compress(self, batch: ProducerBatch, builder: BatchBuilder) -> None:
         try:

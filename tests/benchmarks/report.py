@@ -147,14 +147,7 @@ def _lag_rows(table: Table) -> list[str]:
         for client in CLIENTS:
             if not table.ran(w.name, client):
                 continue
-            cells = [
-                _cell(table, w.name, client, lambda r: r["lag"]["p50_ms"], 2),
-                _cell(table, w.name, client, lambda r: r["lag"]["p99_ms"], 2),
-                _cell(table, w.name, client, lambda r: r["lag_corrected"]["p99_ms"], 2),
-                _cell(table, w.name, client, lambda r: r["lag"]["max_ms"], 2),
-                _cell(table, w.name, client, lambda r: r["lag_idle"]["p99_ms"], 2),
-                _cell(table, w.name, client, lambda r: r["records"] / r["elapsed_s"]),
-            ]
+            cells = _lag_cells(table, w.name, client, with_idle=True)
             rows.append(f"| {w.title} | {CLIENT_LABELS[client]} | " + " | ".join(cells) + " |")
     rows += [
         "",
@@ -299,13 +292,7 @@ def _kept_handles_rows(table: Table, label: str) -> list[str]:
             for client in CLIENTS:
                 if not table.ran(w.name, client):
                     continue
-                cells = [
-                    _cell(table, w.name, client, lambda r: r["lag"]["p50_ms"], 2),
-                    _cell(table, w.name, client, lambda r: r["lag"]["p99_ms"], 2),
-                    _cell(table, w.name, client, lambda r: r["lag_corrected"]["p99_ms"], 2),
-                    _cell(table, w.name, client, lambda r: r["lag"]["max_ms"], 2),
-                    _cell(table, w.name, client, lambda r: r["records"] / r["elapsed_s"]),
-                ]
+                cells = _lag_cells(table, w.name, client, with_idle=False)
                 lines.append(f"| {w.title} | {CLIENT_LABELS[client]} | " + " | ".join(cells) + " |")
         lines.append("")
     idle = [w for w in WORKLOADS if w.name == "idle_send_kafka" and any(table.ran(w.name, c) for c in CLIENTS)]
@@ -328,6 +315,20 @@ def _kept_handles_rows(table: Table, label: str) -> list[str]:
                 lines.append(f"| {CLIENT_LABELS[client]} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
+
+
+def _lag_cells(table: Table, workload: str, client: str, *, with_idle: bool) -> list[str]:
+    """A lag row's cells: p50, p99 of the tick samples, p99 with missed ticks, max, (the idle loop's p99,)
+    records/s."""
+    lag = [
+        _cell(table, workload, client, lambda r: r["lag"]["p50_ms"], 2),
+        _cell(table, workload, client, lambda r: r["lag"]["p99_ms"], 2),
+        _cell(table, workload, client, lambda r: r["lag_corrected"]["p99_ms"], 2),
+        _cell(table, workload, client, lambda r: r["lag"]["max_ms"], 2),
+    ]
+    if with_idle:
+        lag.append(_cell(table, workload, client, lambda r: r["lag_idle"]["p99_ms"], 2))
+    return [*lag, _cell(table, workload, client, lambda r: r["records"] / r["elapsed_s"])]
 
 
 def _verdict(ok: bool | None) -> str:
