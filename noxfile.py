@@ -98,7 +98,7 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Side-by-side benchmark against aiokafka, confluent-kafka (AIOProducer, Producer), kafka-python and the Java
     producer (kafka-clients, compiled here: needs a JDK), on Tansu and on real Apache Kafka; writes
-    tests/benchmarks/results/. `-- --quick` is a ~3-minute smoke run, the full run ~30; `-- --brokers tansu`
+    tests/benchmarks/results/. `-- --quick` is a ~5-minute smoke run, the full run ~80 minutes on 2 cores; `-- --brokers tansu`
     skips real Kafka."""
     ensure_java_and_maven(session, jdk=True)
     session.install(
@@ -106,6 +106,22 @@ def bench(session: nox.Session) -> None:
     )
     session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
     quick = ["--quick"] if "--quick" in session.posargs else []
+    # The pure-Python twins (what installs without a C compiler run), 100 B rows on Tansu: results/pure/.
+    session.run(
+        "python",
+        "-m",
+        "tests.benchmarks.run",
+        *quick,
+        "--only",
+        "enqueue_100B,send_many_100B,keyed_100B,idiom_wait_100B",
+        "--clients",
+        "aioproducer",
+        "--brokers",
+        "tansu",
+        "--out",
+        "tests/benchmarks/results/pure",
+        env={"AIOPRODUCER_NO_EXTENSIONS": "1"},
+    )
     # The cost of observing, measured in many short alternating rounds in one process: results/observability.md.
     session.run("python", "-m", "tests.benchmarks.observe_bench", *quick)
     # What asyncio alone costs per record in the gather and done-callback idioms: results/asyncio_floor.md.

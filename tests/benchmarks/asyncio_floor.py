@@ -1,9 +1,10 @@
 """What asyncio itself costs per record in the idioms that wait for every record, with no Kafka client at all.
 
 `asyncio.gather(*futures)` over plain asyncio futures that are already resolved (as most deliveries are once an
-`enqueue` loop ends), and a done-callback on each of many plain futures, then resolving them. No client can wait
-for its records through these idioms for less than this: it is the ceiling of records/s for any client, before
-the client does anything. Median of alternating rounds in one process; CPU time (`time.process_time`).
+`enqueue` loop ends); a done-callback on each of many plain futures, then resolving them; and 1000 tasks each
+awaiting one future after another (the `send`-in-many-tasks idiom: its task switches, none of the sending). No
+client can wait for its records through these idioms for less than this: it is the ceiling of records/s for any
+client, before the client does anything. Median of alternating rounds in one process; CPU time (`time.process_time`).
 
     python -m tests.benchmarks.asyncio_floor [--items N] [--rounds N]
 
@@ -58,9 +59,35 @@ async def callback_each(count: int) -> float:
     return time.process_time() - started
 
 
+async def tasks_each(count: int, tasks: int = 1000) -> float:
+    """`tasks` tasks, each awaiting one future after another; a round's futures resolve together once every task
+    waits (as a batch's acknowledgement wakes the tasks whose records it carried)."""
+    loop = asyncio.get_running_loop()
+    waiting: list[asyncio.Future[None]] = []
+
+    def settle_round() -> None:
+        settling = waiting[:]
+        waiting.clear()
+        for future in settling:
+            future.set_result(None)
+
+    async def worker(rounds: int) -> None:
+        for _ in range(rounds):
+            future = loop.create_future()
+            waiting.append(future)
+            if len(waiting) == 1:  # runs after the tasks already woken this round have all added theirs
+                loop.call_soon(settle_round)
+            await future
+
+    started = time.process_time()
+    await asyncio.gather(*(worker(count // tasks) for _ in range(tasks)))
+    return time.process_time() - started
+
+
 IDIOMS: dict[str, tuple[str, Callable[[int], Any]]] = {
     "gather": ("`asyncio.gather` over already-resolved futures", gather_resolved),
     "callback": ("a done-callback per future (create, add the callback, resolve, run it)", callback_each),
+    "tasks": ("1000 tasks, each awaiting a future per record, resolved a round at a time", tasks_each),
 }
 
 

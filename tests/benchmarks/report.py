@@ -480,7 +480,8 @@ def _header(meta: dict[str, Any], runs: list[Run]) -> list[str]:
         "# aioproducer side-by-side benchmark",
         "",
         f"Run {meta['started']} ({meta['mode']} mode, {meta['rounds']} round(s), {meta.get('duration_s', '?')} s) on "
-        f"{meta['machine']}, Python {meta['python']}. Peers: {versions}. {_load(runs)}",
+        f"{meta['machine']}, Python {meta['python']}, aioproducer's hot path {meta.get('hot_path', 'compiled')}. "
+        f"Peers: {versions}. {_load(runs)}",
         "",
         "How: every run is its own process (a JVM for the Java producer) producing to a fresh topic of 4 "
         "partitions on loopback: on Tansu (an embedded in-memory broker, fresh per run), then on real Apache Kafka "
