@@ -98,8 +98,8 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Side-by-side benchmark against aiokafka, confluent-kafka (AIOProducer, Producer), kafka-python and the Java
     producer (kafka-clients, compiled here: needs a JDK), on Tansu and on real Apache Kafka; writes
-    tests/benchmarks/results/. `-- --quick` is a ~5-minute smoke run, the full run ~80 minutes on 2 cores; `-- --brokers tansu`
-    skips real Kafka."""
+    tests/benchmarks/results/. `-- --quick` is a ~5-minute smoke run, the full run ~80 minutes on 2 cores;
+    `-- --brokers tansu` skips real Kafka."""
     ensure_java_and_maven(session, jdk=True)
     session.install(
         "-e", ".[snappy,testing,otel]", "opentelemetry-sdk", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib"
