@@ -42,7 +42,7 @@ from .kafka_errors import (
 )
 from .protocol import TRANSACTION_V2_VERSIONS, ApiKey, CoordinatorType
 from .transactions_coordinator import CONCURRENT_TRANSACTIONS_BACKOFF_MS, CoordinatorRefused, Coordinators, Retry
-from .transactions_group import CommittedOffset, ConsumerGroupMetadata, group_metadata, offsets_to_commit
+from .transactions_group import CommittedOffset, ConsumerGroupMetadata
 from .transactions_state import Operation, State, TransactionState
 from .transactions_verdicts import (
     ADD_OFFSETS_TO_TXN,
@@ -139,9 +139,7 @@ class TransactionManager:
     async def send_offsets(self, offsets: Any, group: Any, timeout: float | None) -> None:
         """send_offsets_to_transaction: commit a consumer's offsets with the transaction."""
         self._check_open()
-        committed = offsets_to_commit(offsets)
-        metadata = group_metadata(group)
-        self.state.check_send_offsets()
+        committed, metadata = self.state.check_send_offsets(offsets, group)
         if not committed:
             return  # as Java: nothing to commit, nothing added to the transaction
         key = (tuple(committed), metadata)
@@ -261,9 +259,7 @@ class TransactionManager:
     async def _run_commit(self) -> None:
         started, stamp = time.perf_counter(), self._stamp()  # the transaction's id and epoch (EndTxn v5 bumps it)
         try:
-            await self._settle_offsets()
-            await self._flush()
-            await self._settle_adds()
+            await self._settle_traffic()
             self.state.raise_if_error(Operation.COMMIT)
             self._recheck_transaction_version()
             if self.state.started:
@@ -271,9 +267,7 @@ class TransactionManager:
             await self._after_end()
             self.state.raise_if_error(Operation.COMMIT)
         except CoordinatorRefused as refused:
-            self._refused(refused)
-            self.state.raise_if_error(Operation.COMMIT)
-            raise TransactionRequiresAbortError(f"commit_transaction() failed: {refused.error!r}") from refused.error
+            raise self._requires_abort(refused, Operation.COMMIT, "commit_transaction") from refused.error
         self._emit("commit", started, stamp)
 
     async def _run_abort(self) -> None:
@@ -285,9 +279,7 @@ class TransactionManager:
         self._hooks.fail_unsent(aborted)
         self._hooks.fail_queued(aborted)
         try:
-            await self._settle_offsets()
-            await self._flush()
-            await self._settle_adds()
+            await self._settle_traffic()
             self._recheck_transaction_version()
             if self.state.started:
                 try:
@@ -312,9 +304,7 @@ class TransactionManager:
             await self._after_end()
             self.state.raise_if_error(Operation.ABORT)
         except CoordinatorRefused as refused:
-            self._refused(refused)
-            self.state.raise_if_error(Operation.ABORT)
-            raise TransactionRequiresAbortError(f"abort_transaction() failed: {refused.error!r}") from refused.error
+            raise self._requires_abort(refused, Operation.ABORT, "abort_transaction") from refused.error
         self._emit("abort", started, stamp)
 
     async def _after_end(self) -> None:
@@ -336,10 +326,8 @@ class TransactionManager:
                 self.state.offsets_added()
             await self._commit_offsets(committed, metadata)
         except CoordinatorRefused as refused:
-            self._refused(refused)
-            self.state.raise_if_error(Operation.SEND_OFFSETS)
-            raise TransactionRequiresAbortError(
-                f"send_offsets_to_transaction() failed: {refused.error!r}"
+            raise self._requires_abort(
+                refused, Operation.SEND_OFFSETS, "send_offsets_to_transaction"
             ) from refused.error
 
     async def _run_adder(self) -> None:
@@ -569,6 +557,15 @@ class TransactionManager:
 
         return pick
 
+    def _requires_abort(
+        self, refused: CoordinatorRefused, operation: Operation, call: str
+    ) -> TransactionRequiresAbortError:
+        """A coordinator refused part of `call`: record it; raise the state's error when that ends the producer
+        (fatal, fenced), else return the error that tells the caller to abort."""
+        self._refused(refused)
+        self.state.raise_if_error(operation)
+        return TransactionRequiresAbortError(f"{call}() failed: {refused.error!r}")
+
     def _refused(self, refused: CoordinatorRefused) -> None:
         """Record a refusal in the state machine (the caller then raises from it)."""
         error = refused.error
@@ -626,6 +623,13 @@ class TransactionManager:
         broker, as Java's ApiVersions) and the coordinator speaks EndTxn v5 (KIP-890 part 2)."""
         level = self._cluster.features.transaction_version
         return level >= 2 and coordinator.versions.get(ApiKey.END_TXN, -1) >= _TV2_END_TXN
+
+    async def _settle_traffic(self) -> None:
+        """What commit and abort both wait for before EndTxn: offsets being sent, every batch of the transaction
+        answered, partitions being added (Java's TransactionManager.nextRequest holds EndTxn back the same way)."""
+        await self._settle_offsets()
+        await self._flush()
+        await self._settle_adds()
 
     async def _settle_offsets(self) -> None:
         tasks = [task for task in self._offsets.values() if not task.done()]

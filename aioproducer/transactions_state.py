@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from typing import Any
 
 from .errors import (
     ProducerFencedError,
@@ -40,6 +41,7 @@ from .errors import (
     TransactionRequiresAbortError,
     TransactionStateError,
 )
+from .transactions_group import CommittedOffset, ConsumerGroupMetadata, group_metadata, offsets_to_commit
 
 __all__ = ["Operation", "State", "TransactionState"]
 
@@ -151,15 +153,18 @@ class TransactionState:
             "begin_transaction() and commit_transaction() / abort_transaction()"
         )
 
-    def check_send_offsets(self) -> None:
-        """send_offsets_to_transaction needs an open transaction, no error and no pending init/commit/abort. It is
-        not itself a pending operation (as in Java): sends go on meanwhile, and commit waits for it."""
+    def check_send_offsets(self, offsets: Any, group: Any) -> tuple[list[CommittedOffset], ConsumerGroupMetadata]:
+        """send_offsets_to_transaction's arguments, normalised (InvalidOffsetsError first), once the state allows the
+        call: an open transaction, no error and no pending init/commit/abort. It is not itself a pending operation
+        (as in Java): sends go on meanwhile, and commit waits for it."""
+        committed, metadata = offsets_to_commit(offsets), group_metadata(group)
         self._check_no_pending(Operation.SEND_OFFSETS)
         self.raise_if_error(Operation.SEND_OFFSETS)
         if self.state != State.IN_TRANSACTION:
             raise TransactionStateError(
                 f"send_offsets_to_transaction() needs an open transaction; the producer is {self.state.value}"
             )
+        return committed, metadata
 
     def start_commit(self) -> bool:
         """commit_transaction: True to start it (IN_TRANSACTION -> COMMITTING), False to resume the pending one."""

@@ -21,7 +21,6 @@ from aioproducer.errors import (
 )
 from aioproducer.models import ProducerRecord
 from aioproducer.testing.mock_parts import SentRecord
-from aioproducer.transactions_group import group_metadata, offsets_to_commit
 from aioproducer.transactions_state import Operation, State, TransactionState
 
 __all__ = ["MockTransactions"]
@@ -82,9 +81,7 @@ class MockTransactions:
 
     async def send_offsets(self, offsets: Any, group: Any, timeout: float | None) -> None:
         self._check_open()
-        committed = offsets_to_commit(offsets)
-        metadata = group_metadata(group)
-        self.state.check_send_offsets()
+        committed, metadata = self.state.check_send_offsets(offsets, group)
         if not committed:
             return  # as Java and the Producer: nothing to commit, nothing added to the transaction
         mine = self.held_offsets.setdefault(metadata.group_id, {})
