@@ -4,8 +4,9 @@ partitions to the transaction, and decides what the sender may send (Java's Tran
 Owns the operations' tasks and their order: one coordinator request at a time; commit and abort first wait for the
 offsets being sent and for every batch of the transaction (commit flushes, abort fails what was never sent), then
 end it. Which call is allowed when is `transactions_state`'s rule; what a broker's error means is
-`transactions_verdicts`'. Each caller's wait is bounded by its `timeout` and never cancels the operation itself:
-calling the same method again resumes the wait.
+`transactions_verdicts`'; each request's body and the judging of its answer are `transactions_requests`'. Each
+caller's wait is bounded by its `timeout` and never cancels the operation itself: calling the same method again
+resumes the wait.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Hashable, Mapping
+from collections.abc import Callable, Coroutine, Hashable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -33,35 +34,19 @@ from .errors import (
 from .errors import ProducerFencedError as Fenced
 from .hooks import TransactionEvent
 from .idempotence import IdempotenceState
-from .kafka_errors import (
-    ConcurrentTransactionsError,
-    ProducerFencedError,
-    TopicAuthorizationFailedError,
-    UnsupportedVersionError,
-    kafka_error,
-)
+from .kafka_errors import ProducerFencedError
 from .protocol import TRANSACTION_V2_VERSIONS, ApiKey, CoordinatorType
-from .transactions_coordinator import CONCURRENT_TRANSACTIONS_BACKOFF_MS, CoordinatorRefused, Coordinators, Retry
+from .transactions_coordinator import CoordinatorRefused, Coordinators, Target
 from .transactions_group import CommittedOffset, ConsumerGroupMetadata
+from .transactions_requests import CoordinatorRequest, TransactionRequests
 from .transactions_state import Operation, State, TransactionState
-from .transactions_verdicts import (
-    ADD_OFFSETS_TO_TXN,
-    ADD_PARTITIONS_TO_TXN,
-    END_TXN,
-    INIT_PRODUCER_ID,
-    TXN_OFFSET_COMMIT,
-    Verdict,
-    produce_failure_is_fatal,
-    verdict,
-)
+from .transactions_verdicts import Verdict, produce_failure_is_fatal
 
 __all__ = ["BatchHooks", "TransactionManager"]
 
 log = logging.getLogger("aioproducer.transactions")
 
 TopicPartition = tuple[str, int]
-_TOPIC_AUTHORIZATION_FAILED = 29
-_CONCURRENT_TRANSACTIONS = ConcurrentTransactionsError.code
 _FIRST_BUMPING_INIT_PRODUCER_ID = 3  # KIP-360: InitProducerId v3+ takes the current id and epoch
 _TV2_END_TXN = TRANSACTION_V2_VERSIONS[ApiKey.END_TXN]
 
@@ -100,7 +85,8 @@ class TransactionManager:
         self._hooks = hooks
         self._cluster = cluster
         self._coordinators = Coordinators(config, cluster)
-        self._target = (CoordinatorType.TRANSACTION, config.transactional_id)
+        self._target: Target = (CoordinatorType.TRANSACTION, config.transactional_id)
+        self._requests = TransactionRequests(config.transactional_id, idempotence, lambda: self.state.tv2)
         self._operation: asyncio.Task[None] | None = None  # the pending init / commit / abort
         self._offsets: dict[Hashable, asyncio.Task[None]] = {}
         self._adder: asyncio.Task[None] | None = None
@@ -343,33 +329,22 @@ class TransactionManager:
             finally:
                 self._hooks.wake_sender()
 
-    # -- requests -----------------------------------------------------------------------------------------------
+    # -- requests (built and judged by transactions_requests) ---------------------------------------------------
+    async def _call(self, request: CoordinatorRequest, target: Target | None = None) -> Any:
+        return await self._coordinators.call(
+            target or self._target, request.api, request.body, request.judge, version=request.version
+        )
+
     async def _init_producer_id(self, *, bump: bool) -> None:
         producer_id, epoch = (self._idem.producer_id, self._idem.producer_epoch) if bump else (-1, -1)
-        body = {
-            "transactional_id": self.transactional_id,
-            "transaction_timeout_ms": self._config.transaction_timeout_ms,
-            "producer_id": producer_id,
-            "producer_epoch": epoch,
-        }
-
-        def handle(conn: BrokerConnection, response: dict[str, Any]) -> tuple[int, int]:
-            code = response["error_code"]
-            decision = verdict(INIT_PRODUCER_ID, code)
-            self._raise_unless_done(decision, code, "InitProducerId")
-            self._coordinator_conn = conn
-            return response["producer_id"], response["producer_epoch"]
-
-        new_id, new_epoch = await self._coordinators.call(
-            self._target, ApiKey.INIT_PRODUCER_ID, lambda conn: body, handle
+        request = self._requests.init_producer_id(self._config.transaction_timeout_ms, producer_id, epoch)
+        conn, new_id, new_epoch = await self._call(request)
+        self._coordinator_conn = conn
+        self.state.coordinator_can_bump = conn.versions.get(ApiKey.INIT_PRODUCER_ID, 0) >= (
+            _FIRST_BUMPING_INIT_PRODUCER_ID
         )
-        conn = self._coordinator_conn
-        if conn is not None:
-            self.state.coordinator_can_bump = conn.versions.get(ApiKey.INIT_PRODUCER_ID, 0) >= (
-                _FIRST_BUMPING_INIT_PRODUCER_ID
-            )
-            if not bump:
-                self.state.set_transaction_version(self._transaction_v2(conn), initializing=True)
+        if not bump:
+            self.state.set_transaction_version(self._transaction_v2(conn), initializing=True)
         log.info(
             "transactional id %r: producer id %s epoch %s (transaction version %s)",
             self.transactional_id,
@@ -383,142 +358,20 @@ class TransactionManager:
         self._hooks.wake_sender()
 
     async def _add_partitions(self, partitions: list[TopicPartition]) -> None:
-        topics: dict[str, list[int]] = {}
-        for topic, partition in partitions:
-            topics.setdefault(topic, []).append(partition)
         first_of_transaction = not self.state.added_partitions
-
-        def body(conn: BrokerConnection) -> dict[str, Any]:
-            return {
-                "v3_and_below_transactional_id": self.transactional_id,
-                "v3_and_below_producer_id": self._idem.producer_id,
-                "v3_and_below_producer_epoch": self._idem.producer_epoch,
-                "v3_and_below_topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-            }
-
-        def handle(conn: BrokerConnection, response: dict[str, Any]) -> None:
-            unauthorized: list[str] = []
-            failed: dict[TopicPartition, int] = {}
-            for topic in response["results_by_topic_v3_and_below"]:
-                for part in topic["results_by_partition"]:
-                    code = part["partition_error_code"]
-                    if code == 0:
-                        continue
-                    decision = verdict(ADD_PARTITIONS_TO_TXN, code, unexpected=Verdict.ABORTABLE)
-                    if code == _CONCURRENT_TRANSACTIONS:
-                        # The previous transaction is still completing (Java's maybeOverrideRetryBackoffMs).
-                        raise Retry(
-                            "CONCURRENT_TRANSACTIONS",
-                            backoff_ms=CONCURRENT_TRANSACTIONS_BACKOFF_MS if first_of_transaction else None,
-                        )
-                    if decision in (Verdict.RETRY, Verdict.FIND_COORDINATOR):
-                        raise Retry(f"AddPartitionsToTxn: error {code}", find=decision is Verdict.FIND_COORDINATOR)
-                    if code == _TOPIC_AUTHORIZATION_FAILED:
-                        unauthorized.append(topic["name"])
-                    elif decision is Verdict.ABORTABLE:
-                        failed[(topic["name"], part["partition_index"])] = code
-                    else:
-                        raise CoordinatorRefused(decision, kafka_error(code, f"AddPartitionsToTxn {topic['name']}"))
-            if unauthorized:
-                raise CoordinatorRefused(
-                    Verdict.ABORTABLE,
-                    TopicAuthorizationFailedError(f"not authorized to write to {sorted(unauthorized)}"),
-                )
-            if failed:
-                raise CoordinatorRefused(
-                    Verdict.ABORTABLE,
-                    kafka_error(next(iter(failed.values())), f"could not add partitions to the transaction: {failed}"),
-                )
-
-        await self._coordinators.call(
-            self._target, ApiKey.ADD_PARTITIONS_TO_TXN, body, handle, version=_version(ApiKey.ADD_PARTITIONS_TO_TXN)
-        )
+        await self._call(self._requests.add_partitions(partitions, first_of_transaction=first_of_transaction))
         self.state.partitions_added(partitions)
         log.debug("added %s to the transaction", partitions)
 
     async def _add_offsets(self, group_id: str) -> None:
-        def body(conn: BrokerConnection) -> dict[str, Any]:
-            return {
-                "transactional_id": self.transactional_id,
-                "producer_id": self._idem.producer_id,
-                "producer_epoch": self._idem.producer_epoch,
-                "group_id": group_id,
-            }
-
-        def handle(conn: BrokerConnection, response: dict[str, Any]) -> None:
-            self._accept(ADD_OFFSETS_TO_TXN, response["error_code"], "AddOffsetsToTxn")
-
-        await self._coordinators.call(
-            self._target, ApiKey.ADD_OFFSETS_TO_TXN, body, handle, version=_version(ApiKey.ADD_OFFSETS_TO_TXN)
-        )
+        await self._call(self._requests.add_offsets(group_id))
 
     async def _commit_offsets(self, committed: list[CommittedOffset], metadata: ConsumerGroupMetadata) -> None:
-        pending = {(offset.topic, offset.partition): offset for offset in committed}
-
-        def body(conn: BrokerConnection) -> dict[str, Any]:
-            topics: dict[str, list[dict[str, Any]]] = {}
-            for offset in pending.values():
-                topics.setdefault(offset.topic, []).append(
-                    {
-                        "partition_index": offset.partition,
-                        "committed_offset": offset.offset,
-                        "committed_leader_epoch": offset.leader_epoch,
-                        "committed_metadata": offset.metadata,
-                    }
-                )
-            return {
-                "transactional_id": self.transactional_id,
-                "group_id": metadata.group_id,
-                "producer_id": self._idem.producer_id,
-                "producer_epoch": self._idem.producer_epoch,
-                "generation_id": metadata.generation_id,
-                "member_id": metadata.member_id,
-                "group_instance_id": metadata.group_instance_id,
-                "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-            }
-
-        def handle(conn: BrokerConnection, response: dict[str, Any]) -> None:
-            find = False
-            for topic in response["topics"]:
-                for part in topic["partitions"]:
-                    code = part["error_code"]
-                    tp = (topic["name"], part["partition_index"])
-                    decision = verdict(TXN_OFFSET_COMMIT, code)
-                    if decision is Verdict.DONE:
-                        pending.pop(tp, None)
-                    elif decision is Verdict.FIND_COORDINATOR:
-                        find = True
-                    elif decision is not Verdict.RETRY:
-                        raise CoordinatorRefused(
-                            decision, kafka_error(code, f"TxnOffsetCommit {tp} for group {metadata.group_id!r}")
-                        )
-            if pending:
-                raise Retry(f"TxnOffsetCommit: {sorted(pending)} not committed yet", find=find)
-
-        await self._coordinators.call(
-            (CoordinatorType.GROUP, metadata.group_id),
-            ApiKey.TXN_OFFSET_COMMIT,
-            body,
-            handle,
-            version=self._tv_version(ApiKey.TXN_OFFSET_COMMIT),
-        )
+        request = self._requests.commit_offsets(committed, metadata)
+        await self._call(request, (CoordinatorType.GROUP, metadata.group_id))
 
     async def _end_transaction(self, *, committed: bool) -> None:
-        def body(conn: BrokerConnection) -> dict[str, Any]:
-            return {
-                "transactional_id": self.transactional_id,
-                "producer_id": self._idem.producer_id,
-                "producer_epoch": self._idem.producer_epoch,
-                "committed": committed,
-            }
-
-        def handle(conn: BrokerConnection, response: dict[str, Any]) -> dict[str, Any]:
-            self._accept(END_TXN, response["error_code"], "EndTxn")
-            return response
-
-        response = await self._coordinators.call(
-            self._target, ApiKey.END_TXN, body, handle, version=self._tv_version(ApiKey.END_TXN)
-        )
+        response = await self._call(self._requests.end_transaction(committed=committed))
         # EndTxn v5 (TV2) names the producer id and epoch of the next transaction: the coordinator bumped the epoch
         # (a new id when the epoch ran out); every sequence starts again at 0 (KIP-890).
         if response.get("producer_id", -1) >= 0:
@@ -536,26 +389,6 @@ class TransactionManager:
         if self._events is not None:
             duration_ms = 0.0 if started is None else (time.perf_counter() - started) * 1000
             self._events(event, TransactionEvent(self.transactional_id, stamp[0], stamp[1], duration_ms, error))
-
-    def _accept(self, table: Mapping[int, Verdict], code: int, api: str) -> None:
-        """Raise Retry or CoordinatorRefused unless `code` is success."""
-        self._raise_unless_done(verdict(table, code), code, api)
-
-    def _raise_unless_done(self, decision: Verdict, code: int, api: str) -> None:
-        if decision is Verdict.DONE:
-            return
-        if decision in (Verdict.RETRY, Verdict.FIND_COORDINATOR):
-            raise Retry(f"{api}: error {code}", find=decision is Verdict.FIND_COORDINATOR)
-        raise CoordinatorRefused(decision, kafka_error(code, f"{api} for {self.transactional_id!r}"))
-
-    def _tv_version(self, api: ApiKey) -> Callable[[BrokerConnection], int]:
-        """The version of a TV2-sensitive API: below its first TV2 version unless the transaction runs as TV2."""
-
-        def pick(conn: BrokerConnection) -> int:
-            version = _version(api)(conn)
-            return version if self.state.tv2 else min(version, TRANSACTION_V2_VERSIONS[api] - 1)
-
-        return pick
 
     def _requires_abort(
         self, refused: CoordinatorRefused, operation: Operation, call: str
@@ -688,15 +521,3 @@ class TransactionManager:
         self._tasks.discard(task)
         if not task.cancelled():
             task.exception()  # seen: a resumable operation's outcome is kept for the next call, never logged
-
-
-def _version(api: ApiKey) -> Callable[[BrokerConnection], int]:
-    def pick(conn: BrokerConnection) -> int:
-        version = conn.versions.get(api)
-        if version is None:
-            raise CoordinatorRefused(
-                Verdict.FATAL, UnsupportedVersionError(f"broker {conn.node_id} does not offer {api.name}")
-            )
-        return version
-
-    return pick

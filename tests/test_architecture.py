@@ -36,6 +36,7 @@ LAYERS = [
     ["producer"],
     ["transactions_api"],
     ["transactions"],
+    ["transactions_requests"],
     ["appender", "sender", "health", "transactions_coordinator"],
     ["cluster"],
     ["connection", "memory", "observer"],
