@@ -59,7 +59,7 @@ CALLS = {
     "init": lambda t: t.start_init(),
     "begin": lambda t: t.begin(),
     "send": lambda t: t.check_send(),
-    "send_offsets": lambda t: t.check_send_offsets(),
+    "send_offsets": lambda t: t.check_send_offsets({("orders", 0): 10}, "group"),
     "commit": lambda t: t.start_commit(),
     "abort": lambda t: t.start_abort(),
 }
