@@ -11,6 +11,7 @@ import pytest
 
 from aioproducer.testing import TansuBroker, create_topic
 from aioproducer.testing.kafka_process import jvm_command
+from tests.benchmarks.asyncio_floor import IDIOMS
 from tests.benchmarks.asyncio_floor import main as asyncio_floor
 from tests.benchmarks.broker_count import count_records
 from tests.benchmarks.java_peer import JavaPeer
@@ -164,4 +165,7 @@ def test_a_kafka_only_run_reports_kafka_alone(tmp_path: Path) -> None:
 def test_the_asyncio_floor_is_measured_per_idiom(tmp_path: Path) -> None:
     asyncio_floor(["--items", "2000", "--rounds", "1", "--out", str(tmp_path)])
     rows = [line for line in (tmp_path / "asyncio_floor.md").read_text().splitlines() if line.startswith("| ")]
-    assert len(rows) == 3 and all(float(row.split("|")[2]) > 0 for row in rows[1:])
+    header, *measured = rows
+    assert "CPU-µs per record" in header
+    assert [row.split("|")[1].strip() for row in measured] == [label for label, _ in IDIOMS.values()]
+    assert all(float(row.split("|")[2]) > 0 for row in measured)
