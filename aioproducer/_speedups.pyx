@@ -355,6 +355,8 @@ cdef class DeliveryFields:
     cdef public int64_t _timestamp_ms
     cdef public Py_ssize_t _key_size
     cdef public Py_ssize_t _value_size
+    cdef public object _callback
+    cdef public object _callback_context
     cdef public object _callbacks
     cdef public bint _cancelled
     cdef public object _cancel_message
@@ -410,9 +412,13 @@ cdef class DeliveryFields:
         if self._is_done():
             self._outcome.loop.call_soon(fn, self, context=context)
             return
-        if self._callbacks is None:
-            self._callbacks = []
-        (<list>self._callbacks).append((fn, context))
+        if self._callback is None:
+            self._callback = fn
+            self._callback_context = context
+        elif self._callbacks is None:
+            self._callbacks = [(fn, context)]
+        else:
+            (<list>self._callbacks).append((fn, context))
         cdef Py_ssize_t index
         if not self._watching:
             self._watching = True
@@ -444,24 +450,28 @@ def run_callbacks_of(list deliveries):
     cdef Py_ssize_t position = 0
     cdef Py_ssize_t count = len(deliveries)
     cdef DeliveryFields delivery
-    cdef list callbacks
+    cdef list later
     loop = None
     try:
         while position < count:
             delivery = <DeliveryFields?>deliveries[position]
             position += 1
             delivery._watching = False
-            callbacks = delivery._callbacks
-            if delivery._cancelled or not callbacks:
+            fn = delivery._callback
+            if delivery._cancelled or fn is None:
                 continue
+            context = delivery._callback_context
+            later = delivery._callbacks
+            delivery._callback = None
+            delivery._callback_context = None
             delivery._callbacks = None
-            while callbacks:
-                fn, context = callbacks.pop(0) if len(callbacks) > 1 else callbacks.pop()
+            while True:
                 try:
                     context.run(fn, delivery)
                 except (SystemExit, KeyboardInterrupt):
-                    if callbacks:
-                        delivery._callbacks = callbacks
+                    if later:
+                        delivery._callback, delivery._callback_context = later.pop(0)
+                        delivery._callbacks = later or None
                         position -= 1
                     raise
                 except BaseException as exc:
@@ -471,6 +481,9 @@ def run_callbacks_of(list deliveries):
                         {"message": f"Exception in callback {fn!r}({delivery!r})", "exception": exc,
                          "future": delivery}
                     )
+                if not later:
+                    break
+                fn, context = later.pop(0)
     finally:
         if position < count:
             deliveries[0].get_loop().call_soon(run_callbacks_of, deliveries[position:])

@@ -39,6 +39,8 @@ class PureDeliveryFields:
 
     __slots__ = (
         "_asyncio_future_blocking",
+        "_callback",
+        "_callback_context",
         "_callbacks",
         "_cancel_message",
         "_cancelled",
@@ -55,7 +57,12 @@ class PureDeliveryFields:
     _timestamp_ms: int
     _key_size: int
     _value_size: int
-    _callbacks: list[Any] | None  # (callback, context) pairs, once something waits
+    # The first waiter's callback and its context sit in two slots of their own: most records have one waiter (a
+    # task, gather, a done-callback), and a list of (callback, context) tuples per waiting record was two more
+    # objects for the cyclic collector to walk while the batch is in flight.
+    _callback: Any  # the first done callback, or None
+    _callback_context: Any  # the context it runs in
+    _callbacks: list[Any] | None  # (callback, context) pairs of the later callbacks, only while _callback is set
     _cancelled: bool
     _cancel_message: Any
     _watching: bool  # registered with the batch outcome, to run the callbacks when it settles

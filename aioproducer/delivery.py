@@ -143,17 +143,17 @@ def _run_callbacks_of(deliveries: list[Delivery]) -> None:
             delivery = deliveries[position]
             position += 1
             delivery._watching = False
-            callbacks = delivery._callbacks
-            if delivery._cancelled or not callbacks:  # cancel() already ran its callbacks
+            fn = delivery._callback
+            if delivery._cancelled or fn is None:  # cancel() already ran its callbacks
                 continue
-            delivery._callbacks = None
-            while callbacks:
-                fn, context = callbacks.pop(0) if len(callbacks) > 1 else callbacks.pop()
+            context, later = delivery._callback_context, delivery._callbacks
+            delivery._callback = delivery._callback_context = delivery._callbacks = None
+            while True:
                 try:
                     context.run(fn, delivery)
                 except (SystemExit, KeyboardInterrupt):
-                    if callbacks:
-                        delivery._callbacks = callbacks
+                    if later:
+                        _keep_callbacks(delivery, later)
                         position -= 1
                     raise
                 except BaseException as exc:
@@ -162,9 +162,28 @@ def _run_callbacks_of(deliveries: list[Delivery]) -> None:
                     loop.call_exception_handler(
                         {"message": f"Exception in callback {fn!r}({delivery!r})", "exception": exc, "future": delivery}
                     )
+                if not later:
+                    break
+                fn, context = later.pop(0)
     finally:
         if position < len(deliveries):
             deliveries[0].get_loop().call_soon(_run_callbacks_of, deliveries[position:])
+
+
+def _keep_callbacks(delivery: DeliveryFields, pairs: list[tuple[Any, Any]]) -> None:
+    """Store (callback, context) `pairs` as `delivery`'s waiting callbacks: the first in its slots, the rest listed."""
+    if not pairs:
+        delivery._callback = delivery._callback_context = delivery._callbacks = None
+        return
+    delivery._callback, delivery._callback_context = pairs[0]
+    delivery._callbacks = pairs[1:] or None
+
+
+def _callbacks_of(delivery: DeliveryFields) -> list[tuple[Any, Any]]:
+    """`delivery`'s waiting (callback, context) pairs, in the order they were added."""
+    if delivery._callback is None:
+        return []
+    return [(delivery._callback, delivery._callback_context), *(delivery._callbacks or ())]
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -191,8 +210,9 @@ class Delivery(DeliveryFields):
     `await delivery` gives its `RecordMetadata` or raises why it failed. `done()`, `result()`, `exception()`,
     `cancelled()`, `cancel()`, `add_done_callback()` behave as `asyncio.Future`'s, and the handle speaks asyncio's
     future protocol itself (`asyncio.isfuture` holds), so tasks, `asyncio.wait`, `gather`, `wait_for`, `shield` and
-    `as_completed` take it as they take a future. It allocates nothing until something waits on it, and then only
-    its list of callbacks. Cancelling a delivery stops only the waiting: the record is still sent.
+    `as_completed` take it as they take a future. It allocates nothing until something waits on it, and nothing for
+    its first waiter either (a list only from the second). Cancelling a delivery stops only the waiting: the record
+    is still sent.
     """
 
     __slots__ = ()
@@ -240,9 +260,12 @@ class Delivery(DeliveryFields):
         if self.done():
             self.get_loop().call_soon(fn, self, context=context)
             return
-        if self._callbacks is None:
-            self._callbacks = []
-        self._callbacks.append((fn, context))
+        if self._callback is None:
+            self._callback, self._callback_context = fn, context
+        elif self._callbacks is None:
+            self._callbacks = [(fn, context)]
+        else:
+            self._callbacks.append((fn, context))
         if not self._watching:
             self._watching = True
             outcome = self._outcome
@@ -251,9 +274,9 @@ class Delivery(DeliveryFields):
             outcome.deliveries.append(self)
 
     def remove_done_callback(self, fn: Callable[[Any], object]) -> int:
-        callbacks = self._callbacks or []
+        callbacks = _callbacks_of(self)
         kept = [(callback, context) for callback, context in callbacks if callback != fn]
-        self._callbacks = kept
+        _keep_callbacks(self, kept)
         return len(callbacks) - len(kept)
 
     def cancel(self, msg: Any | None = None) -> bool:
@@ -280,7 +303,8 @@ class Delivery(DeliveryFields):
     __iter__ = __await__
 
     def _run_callbacks(self) -> None:
-        callbacks, self._callbacks = self._callbacks, None
+        callbacks = _callbacks_of(self)
+        _keep_callbacks(self, [])
         if callbacks:
             loop = self.get_loop()
             for fn, context in callbacks:
@@ -317,6 +341,8 @@ def new_delivery(
     delivery._timestamp_ms = timestamp_ms
     delivery._key_size = key_size
     delivery._value_size = value_size
+    delivery._callback = None
+    delivery._callback_context = None
     delivery._callbacks = None
     delivery._cancelled = False
     delivery._cancel_message = None

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aioproducer import delivery as delivery_module
 from aioproducer.accelerated import speedups
@@ -54,7 +56,7 @@ async def test_a_pending_delivery_reports_pending_without_creating_a_future() ->
         delivery.result()
     with pytest.raises(asyncio.InvalidStateError):
         delivery.exception()
-    assert delivery._callbacks is None  # nothing waits yet: nothing was allocated
+    assert delivery._callback is None and delivery._callbacks is None  # nothing waits yet: nothing was allocated
 
 
 async def test_settled_batch_gives_each_record_its_offset_and_timestamp() -> None:
@@ -423,6 +425,7 @@ async def test_system_exit_in_a_callback_leaves_the_remaining_callbacks_schedule
 
     deliveries[0].add_done_callback(leave)
     deliveries[0].add_done_callback(lambda d: seen.append(d.result().offset))
+    deliveries[0].add_done_callback(lambda d: seen.append(-d.result().offset))  # two left behind the SystemExit
     for delivery in deliveries[1:]:
         delivery.add_done_callback(lambda d: seen.append(d.result().offset))
     outcome.succeed(10, -1)
@@ -431,8 +434,72 @@ async def test_system_exit_in_a_callback_leaves_the_remaining_callbacks_schedule
     assert seen == [] and outcome_deliveries == deliveries
     await asyncio.sleep(0)
     await asyncio.sleep(0)
-    # Each callback ran exactly once: the scheduled batch callback found nothing left to run for them twice.
-    assert sorted(seen) == [10, 11, 12]
+    # Each callback ran exactly once, the record's own in the order added: nothing was lost or run twice.
+    assert sorted(seen) == [-10, 10, 11, 12] and seen.index(10) < seen.index(-10)
+
+
+async def test_a_records_first_waiter_is_held_without_a_list_of_callbacks() -> None:
+    """The first waiter (a task, gather, one done-callback) sits in the handle's own slots: a list and a tuple per
+    waiting record were two more objects the cyclic collector walked while the batch was in flight."""
+    outcome = outcome_now()
+    delivery = make_delivery(outcome, 0)
+    seen: list[str] = []
+    delivery.add_done_callback(lambda _: seen.append("first"))
+    assert delivery._callback is not None and delivery._callbacks is None
+    delivery.add_done_callback(lambda _: seen.append("second"))
+    assert delivery._callbacks is not None and len(delivery._callbacks) == 1
+    outcome.succeed(0, -1)
+    await asyncio.sleep(0)
+    assert seen == ["first", "second"] and delivery._callback is None and delivery._callbacks is None
+
+
+# Operations on a pending handle: add callback k, remove callback k; then the batch settles or the wait is cancelled.
+CALLBACK_OPERATIONS = st.lists(st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 3)), max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(operations=CALLBACK_OPERATIONS, ending=st.sampled_from(["succeed", "fail", "cancel"]))
+def test_adding_and_removing_callbacks_behaves_as_on_an_asyncio_future(operations: Any, ending: str) -> None:
+    """Differential: any sequence of add_done_callback / remove_done_callback on a pending Delivery gives the same
+    counts removed and the same callbacks run, in the same order, as on an asyncio.Future ending the same way
+    (the first callback in the handle's slots and the later ones in a list must read as one ordered list)."""
+
+    async def run(make: Callable[[asyncio.AbstractEventLoop], Any]) -> tuple[list[int], list[tuple[int, bool]]]:
+        loop = asyncio.get_running_loop()
+        waitable, settle = make(loop)
+        removed: list[int] = []
+        calls: list[tuple[int, bool]] = []
+        callbacks = [lambda f, k=k: calls.append((k, f.cancelled())) for k in range(4)]
+        for operation, k in operations:
+            if operation == "add":
+                waitable.add_done_callback(callbacks[k])
+            else:
+                removed.append(waitable.remove_done_callback(callbacks[k]))
+        settle()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return removed, calls
+
+    def delivery_and_ending(loop: asyncio.AbstractEventLoop) -> tuple[Delivery, Callable[[], object]]:
+        outcome = BatchOutcome("t", 0, loop)
+        delivery = make_delivery(outcome, 0)
+        endings = {
+            "succeed": lambda: outcome.succeed(0, -1),
+            "fail": lambda: outcome.fail(DeliveryTimeoutError("late")),
+            "cancel": delivery.cancel,
+        }
+        return delivery, endings[ending]
+
+    def future_and_ending(loop: asyncio.AbstractEventLoop) -> tuple[asyncio.Future[int], Callable[[], object]]:
+        future: asyncio.Future[int] = loop.create_future()
+        endings = {
+            "succeed": lambda: future.set_result(0),
+            "fail": lambda: future.set_exception(DeliveryTimeoutError("late")),
+            "cancel": future.cancel,
+        }
+        return future, endings[ending]
+
+    assert asyncio.run(run(delivery_and_ending)) == asyncio.run(run(future_and_ending))
 
 
 async def test_callbacks_of_a_record_whose_batch_is_split_run_when_its_half_settles() -> None:
