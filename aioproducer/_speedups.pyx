@@ -407,6 +407,8 @@ cdef class DeliveryFields:
 
     def add_done_callback(self, fn, *, context=None):
         """Call `fn(delivery)` on the loop once the record is settled (or the delivery cancelled)."""
+        if not callable(fn):  # refused here: an empty slot is None, and asyncio would fail only when settling
+            raise TypeError(f"a callable object was expected by add_done_callback(), got {fn!r}")
         if context is None:
             context = copy_context()
         if self._is_done():

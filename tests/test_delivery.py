@@ -453,6 +453,25 @@ async def test_a_records_first_waiter_is_held_without_a_list_of_callbacks() -> N
     assert seen == ["first", "second"] and delivery._callback is None and delivery._callbacks is None
 
 
+@pytest.mark.parametrize("settled", [False, True], ids=["pending", "settled"])
+async def test_a_callback_that_is_not_callable_is_refused_where_it_is_added(settled: bool) -> None:
+    """A None callback was taken for an empty slot and dropped, so the record's real callbacks ran out of order or
+    not at all; asyncio only fails later, inside whatever settles the future. It is refused at once, by both twins."""
+    outcome = outcome_now()
+    delivery = make_delivery(outcome, 0)
+    if settled:
+        outcome.succeed(5, -1)
+    seen: list[int] = []
+    for hostile in (None, 42, "callback"):
+        with pytest.raises(TypeError, match="callable"):
+            delivery.add_done_callback(hostile)  # type: ignore[arg-type]
+    delivery.add_done_callback(lambda d: seen.append(d.result().offset))
+    if not settled:
+        outcome.succeed(5, -1)
+    await asyncio.sleep(0)
+    assert seen == [5]
+
+
 # Operations on a pending handle: add callback k, remove callback k; then the batch settles or the wait is cancelled.
 CALLBACK_OPERATIONS = st.lists(st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 3)), max_size=12)
 
