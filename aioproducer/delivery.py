@@ -276,6 +276,10 @@ class Delivery(DeliveryFields):
             outcome.deliveries.append(self)
 
     def remove_done_callback(self, fn: Callable[[Any], object]) -> int:
+        """Forget `fn` while the record is pending; returns how many were removed. Once it is settled its callbacks
+        are already due to run, as an asyncio.Future's are: nothing is removed."""
+        if self.done():
+            return 0
         callbacks = _callbacks_of(self)
         kept = [(callback, context) for callback, context in callbacks if callback != fn]
         _keep_callbacks(self, kept)

@@ -472,6 +472,29 @@ async def test_a_callback_that_is_not_callable_is_refused_where_it_is_added(sett
     assert seen == [5]
 
 
+async def test_a_settled_records_callbacks_cannot_be_removed_before_they_run() -> None:
+    """Removing a callback after the batch settled but before its one loop callback ran used to take the callback
+    out, so it never ran and the count said 1; an asyncio.Future has already scheduled its callbacks by then (0,
+    and they run). Also from inside a callback of another record of the same batch."""
+    outcome = outcome_now()
+    first, second, third = (make_delivery(outcome, i) for i in range(3))
+    seen: list[object] = []
+
+    def record(delivery: Delivery) -> None:
+        seen.append(delivery.result().offset)
+
+    def remove_from_third(delivery: Delivery) -> None:
+        seen.append(("removed", third.remove_done_callback(record)))
+
+    first.add_done_callback(remove_from_third)
+    second.add_done_callback(record)
+    third.add_done_callback(record)
+    outcome.succeed(20, -1)
+    assert second.remove_done_callback(record) == 0
+    await asyncio.sleep(0)
+    assert seen == [("removed", 0), 21, 22]
+
+
 # Operations on a pending handle: add callback k, remove callback k; then the batch settles or the wait is cancelled.
 CALLBACK_OPERATIONS = st.lists(st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 3)), max_size=12)
 
