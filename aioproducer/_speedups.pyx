@@ -785,7 +785,7 @@ cdef enum:
 
 
 cdef class BulkDeliveries:
-    """Twin of `aioproducer.delivery.BulkDeliveries`: each record's delivery as five integers in one C array, not
+    """Twin of `aioproducer.bulk_deliveries.BulkDeliveries`: each record's delivery as five integers in one C array, not
     an object per record (which the cyclic garbage collector would walk again and again while a call runs)."""
 
     cdef int64_t* _columns

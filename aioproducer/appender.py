@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .accumulator import RecordAccumulator
-from .delivery import BulkDeliveries, Delivery, new_delivery
+from .bulk_deliveries import BulkDeliveries
+from .delivery import Delivery, new_delivery
 from .errors import AioProducerError, InvalidRecordError, RecordTooLargeError, UnknownPartitionError
 from .metadata import MetadataState, TopicInfo
 from .partitioner import Partitioner, choose_partition

@@ -10,7 +10,7 @@ that now carries it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator
 from contextvars import Context, copy_context
 from types import TracebackType
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 from .accelerated import DeliveryFields, speedups
 from .models import RecordMetadata
 
-__all__ = ["BatchOutcome", "BulkDeliveries", "Delivery", "batch_of", "new_delivery", "resolve", "wait_all"]
+__all__ = ["BatchOutcome", "Delivery", "batch_of", "new_delivery", "resolve"]
 
 
 class BatchOutcome:
@@ -355,108 +355,3 @@ def new_delivery(
     delivery._watching = False
     delivery._asyncio_future_blocking = False
     return delivery
-
-
-class BulkDeliveries:
-    """The deliveries of one `send_many` call, in record order. A record refused at the call holds its error, and
-    a record waiting for metadata or memory briefly holds its prepared form (a tuple)."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self) -> None:
-        self._items: list[Any] = []
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def add(self, item: Any) -> None:
-        """Append a record's Delivery, or what it failed with at the call, or its prepared form while it waits."""
-        self._items.append(item)
-
-    def add_waitables(self, items: Iterable[Any]) -> dict[int, Any]:
-        """Append each item for `wait_all`: a Delivery not cancelled as a record; anything else (a cancelled
-        Delivery, another awaitable) as a None placeholder, returned by position."""
-        others: dict[int, Any] = {}
-        for position, item in enumerate(items, len(self._items)):
-            if isinstance(item, DeliveryFields) and not item._cancelled:
-                self._items.append(item)
-            else:
-                others[position] = item
-                self._items.append(None)
-        return others
-
-    def last(self) -> Any:
-        """What the last record holds when it is not a delivery (its error or prepared form), else None."""
-        item = self._items[-1] if self._items else None
-        return None if isinstance(item, DeliveryFields) else item
-
-    def set_last(self, item: Any) -> None:
-        """Replace the last record's entry (a prepared record that has now been placed, or has failed)."""
-        self._items[-1] = item
-
-    def outcomes(self) -> list[BatchOutcome]:
-        """Each batch outcome the records went to, once."""
-        outcomes: dict[int, BatchOutcome] = {}
-        for item in self._items:
-            if isinstance(item, DeliveryFields):
-                outcomes.setdefault(id(item._outcome), item._outcome)
-        return list(outcomes.values())
-
-    def results(
-        self,
-        resolve: Callable[[BatchOutcome, int], tuple[BatchOutcome, int]],
-        start: int = 0,
-        stop: int | None = None,
-    ) -> list[Any]:
-        """Each record's RecordMetadata or error, in order, for records `start` to `stop` (default: all; every
-        outcome they went to must be settled)."""
-        results: list[Any] = []
-        for item in self._items[max(start, 0) : stop]:
-            if isinstance(item, DeliveryFields):
-                outcome, index = resolve(item._outcome, item._index)
-                error = outcome.error
-                results.append(
-                    error
-                    if error is not None
-                    else outcome.metadata(index, item._timestamp_ms, item._key_size, item._value_size)
-                )
-            else:
-                results.append(item)
-        return results
-
-
-# `wait_all` builds its results this many at a time (~1-3 ms each), letting the loop run between slices.
-_RESULTS_PER_SLICE = 20_000
-
-
-async def wait_all(items: Iterable[Any], bulk: BulkDeliveries) -> list[Any]:
-    """Each item's outcome, in order: a record's `RecordMetadata` or the exception it failed with.
-
-    Waits batch by batch (one wake-up per batch, however many of its records are listed) instead of once per
-    record as `asyncio.gather` does. `bulk` is an empty `BulkDeliveries` (the compiled twin when it is built).
-    Anything that is not a pending-or-settled `Delivery` (a cancelled one, an asyncio future, a coroutine) is
-    awaited through `asyncio.gather(..., return_exceptions=True)`, so its result or exception takes its place too.
-    """
-    others = bulk.add_waitables(items)
-    # The other awaitables start at once, as gather starts them (a coroutine runs while the records wait; one may be
-    # what settles them), and a cancelled wait cancels them, as a cancelled gather does.
-    gathered = asyncio.gather(*others.values(), return_exceptions=True) if others else None
-    try:
-        for outcome in bulk.outcomes():
-            await outcome.wait()  # follows splits to both halves
-    except BaseException:
-        if gathered is not None:
-            gathered.cancel()
-        raise
-    # Built in slices, yielding between them: a caller waiting for a million records holds the loop a few ms at a
-    # time, not for the whole list.
-    count = len(bulk)
-    results = bulk.results(resolve, 0, _RESULTS_PER_SLICE)
-    for start in range(_RESULTS_PER_SLICE, count, _RESULTS_PER_SLICE):
-        await asyncio.sleep(0)
-        results += bulk.results(resolve, start, start + _RESULTS_PER_SLICE)
-    if gathered is not None:
-        settled = await gathered
-        for position, result in zip(others, settled, strict=True):
-            results[position] = result
-    return results

@@ -17,10 +17,11 @@ from typing import Any
 from .accelerated import speedups
 from .accumulator import RecordAccumulator
 from .appender import RECORD_MEMORY_OVERHEAD, Appender, Prepared
+from .bulk_deliveries import BulkDeliveries, wait_all
 from .cluster import Cluster, monotonic_ms
 from .compression import CompressionType
 from .config import ProducerConfig
-from .delivery import BulkDeliveries, Delivery, resolve, wait_all
+from .delivery import Delivery, resolve
 from .errors import (
     AioProducerError,
     InvalidRecordError,

@@ -41,7 +41,7 @@ LAYERS = [
     ["cluster"],
     ["connection", "memory", "observer"],
     ["security"],
-    ["accumulator", "metrics_fold", "compression_pacing"],
+    ["accumulator", "metrics_fold", "compression_pacing", "bulk_deliveries"],
     ["delivery", "hooks", "metrics"],
     ["transactions_state", "transactions_verdicts"],
     ["metadata", "node_states", "idempotence", "partitioner", "validation", "models", "transactions_group"],

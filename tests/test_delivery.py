@@ -18,17 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioproducer import delivery as delivery_module
+from aioproducer import bulk_deliveries as bulk_module
 from aioproducer.accelerated import speedups
-from aioproducer.delivery import (
-    BatchOutcome,
-    BulkDeliveries,
-    Delivery,
-    _run_callbacks_of,
-    new_delivery,
-    resolve,
-    wait_all,
-)
+from aioproducer.bulk_deliveries import BulkDeliveries, wait_all
+from aioproducer.delivery import BatchOutcome, Delivery, _run_callbacks_of, new_delivery, resolve
 from aioproducer.errors import DeliveryTimeoutError, InvalidRecordError
 from aioproducer.models import ProducerRecord, RecordMetadata
 
@@ -647,7 +640,7 @@ async def test_wait_all_builds_a_long_list_of_results_in_slices_letting_the_loop
     settled = [outcome_now("t", p) for p in range(3)]
     for number, outcome in enumerate(settled):
         outcome.succeed(1000 * number, -1)
-    count = 2 * delivery_module._RESULTS_PER_SLICE + 7
+    count = 2 * bulk_module._RESULTS_PER_SLICE + 7
     items = [make_delivery(settled[i % 3], i // 3, i) for i in range(count)]
     few = [make_delivery(settled[0], 0, 0)]
     order: list[str] = []

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from aioproducer import _speedups as compiled  # type: ignore[attr-defined]
 from aioproducer import appender
 from aioproducer.accumulator import RecordAccumulator
+from aioproducer.bulk_deliveries import BulkDeliveries
 from aioproducer.compression import CompressionType
-from aioproducer.delivery import BulkDeliveries, Delivery, resolve
+from aioproducer.delivery import Delivery, resolve
 from aioproducer.errors import UnknownPartitionError
 from aioproducer.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
 from aioproducer.partitioner import DefaultPartitioner

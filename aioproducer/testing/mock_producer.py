@@ -22,8 +22,9 @@ from types import TracebackType
 from typing import Any
 
 from aioproducer.appender import RECORD_MEMORY_OVERHEAD, Appender, Prepared
+from aioproducer.bulk_deliveries import BulkDeliveries
 from aioproducer.config import ProducerConfig
-from aioproducer.delivery import BulkDeliveries, Delivery, resolve
+from aioproducer.delivery import Delivery, resolve
 from aioproducer.errors import (
     AioProducerError,
     ConfigError,
