@@ -85,6 +85,8 @@ class Cluster:
         self._bootstrap_connection: BrokerConnection | None = None
         self._bootstrapping: asyncio.Task[BrokerConnection] | None = None
         self._closed = False
+        # Set once the first Metadata attempt ended, answered or not: `start()` waits for it (bounded).
+        self.first_attempt_done = asyncio.Event()
         self.last_error: BaseException | None = None
         self.auth_error: AuthenticationError | None = None
         # The newest finalized feature levels any broker reported (Java's ApiVersions keeps the highest epoch).
@@ -183,7 +185,15 @@ class Cluster:
     async def _update(self, now_ms: int) -> None:
         topics = self.state.topics_to_request(now_ms, self._topics_in_use())
         try:
-            conn = await self.connect_any()
+            try:
+                conn = await self.connect_any()
+            except TransportError as exc:
+                # No broker could be reached at all (a lost request on a live connection is a lesser thing: the
+                # next attempt picks another connection, or finds this one).
+                self.last_error = exc
+                self.observer.cluster_unreachable(exc, ",".join(self._config.bootstrap_servers))
+                self.state.on_failure(monotonic_ms())
+                return
             response = await conn.request(
                 ApiKey.METADATA, _metadata_body(topics, self._config.allow_auto_create_topics)
             )
@@ -195,11 +205,13 @@ class Cluster:
             self._fail_waiters(exc)
         except (TransportError, KafkaError) as exc:
             self.last_error = exc
+            self.observer.note_error(exc)
             log.debug("metadata request failed: %s", exc)
             self.state.on_failure(monotonic_ms())
         except AioProducerError as exc:  # a protocol or negotiation error: fail waiters instead of retrying forever
             self._fail_waiters(exc)
         finally:
+            self.first_attempt_done.set()
             self._resolve_waiters()
             self._drop_stale_connections()
             self._wake()
@@ -228,6 +240,7 @@ class Cluster:
 
     def _fail_waiters(self, exc: AioProducerError) -> None:
         self.last_error = exc
+        self.observer.note_error(exc)
         self.state.on_failure(monotonic_ms())
         for waiters in self._topic_waiters.values():
             for waiter, _needed in waiters:

@@ -27,6 +27,7 @@ from .errors import (
     InvalidRecordError,
     KafkaTimeoutError,
     ProducerClosedError,
+    TransactionFatalError,
     TransactionStateError,
     TransportError,
 )
@@ -43,6 +44,7 @@ from .sender import Sender
 from .serializers import RecordSerializer, resolve_serializer
 from .transactions import BatchHooks, TransactionManager
 from .transactions_api import TransactionalMethods
+from .transactions_state import State as TransactionPhase
 from .validation import check_topic
 
 __all__ = ["Producer"]
@@ -111,11 +113,12 @@ class Producer(TransactionalMethods):
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Start the sender task. Connecting happens in the background; `send` waits for what it needs.
+        """Start the sender task and fetch the cluster's metadata, waiting for the first answer (or failure) for at
+        most `max_block_ms`: when the cluster answers, the producer is ready (`health().ready`) once this returns.
 
         With TLS or SASL, start() first connects to a bootstrap server (for at most `max_block_ms`): a rejected
         certificate or wrong credentials raise AuthenticationError here. An unreachable cluster does not fail
-        start(); the producer keeps trying, as without security.
+        start(): a WARNING is logged, `health()` says why the producer is not ready, and it keeps trying.
         """
         if self._state != _NEW:
             raise ProducerClosedError(f"start() called on a producer that is {self._state}")
@@ -147,9 +150,17 @@ class Producer(TransactionalMethods):
         self._task = self._loop.create_task(self._sender.run(), name="aioproducer-sender")
         self._task.add_done_callback(self._on_sender_exit)
         self._state = _RUNNING
+        await self._first_metadata()
         if self._txn is not None:
             # On a timeout the producer stays started: init_transactions() resumes the wait.
             await self.init_transactions()  # timed as Java's txn-init-time-ns-total
+
+    async def _first_metadata(self) -> None:
+        """Wait (at most `max_block_ms`) for the sender's first Metadata attempt, which readiness rests on."""
+        try:
+            await asyncio.wait_for(self._cluster.first_attempt_done.wait(), self.config.max_block_ms / 1000)
+        except asyncio.TimeoutError:
+            log.warning("no metadata from the cluster within max_block_ms at start(), the producer keeps trying")
 
     def _new_transaction_manager(self, idempotence: IdempotenceState) -> TransactionManager:
         sender = self._sender
@@ -516,18 +527,29 @@ class Producer(TransactionalMethods):
         )
 
     def health(self) -> Health:
-        """Connected brokers, known leaders of the topics in use, buffer use, the last error: for readiness probes."""
-        if self._state == _NEW:
-            return health_of(self._state, (), None, (), self._accumulator, self._observer)
-        cluster = self._cluster
+        """Whether the producer is ready (can deliver now) and live (may yet), why not, and what they rest on: for
+        readiness and liveness probes. The rules are `aioproducer.health`'s."""
+        started = self._state != _NEW
         return health_of(
             self._state,
-            cluster.open_connections(),
-            cluster.metadata,
-            cluster.state.topics,
-            self._accumulator,
-            self._observer,
+            connections=self._cluster.open_connections() if started else (),
+            metadata=self._cluster.metadata if started else None,
+            topics=self._cluster.state.topics if started else (),
+            accumulator=self._accumulator,
+            observer=self._observer,
+            max_metadata_age_ms=self.config.metadata_max_age_ms + self.config.request_timeout_ms,
+            fatal=self._fatal_error() if started else None,
         )
+
+    def _fatal_error(self) -> BaseException | None:
+        """What ended this producer's usefulness: its sender crashed, its sequence state cannot safely go on, or its
+        transactions hit a fatal error (fenced, say)."""
+        if self._sender_error is not None:
+            return self._sender_error
+        if self._txn is not None and self._txn.state.state is TransactionPhase.FATAL_ERROR:
+            return self._txn.state.last_error or TransactionFatalError("fatal transaction error")
+        fatal: BaseException | None = self._sender.idempotence.fatal_error
+        return fatal
 
     def _transaction_manager(self) -> TransactionManager:
         if self.config.transactional_id is None:

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from aioproducer.appender import RECORD_MEMORY_OVERHEAD, Appender, Prepared
-from aioproducer.bulk_deliveries import BulkDeliveries
+from aioproducer.bulk_deliveries import BulkDeliveries, wait_all
 from aioproducer.config import ProducerConfig
 from aioproducer.delivery import Delivery, resolve
 from aioproducer.errors import (
@@ -44,6 +44,7 @@ from aioproducer.testing.mock_observe import MockObserver
 from aioproducer.testing.mock_parts import InjectedError, MockAccumulator, MockTopics, PendingRecord, SentRecord
 from aioproducer.testing.mock_transactions import MockTransactions
 from aioproducer.transactions_api import TransactionalMethods
+from aioproducer.transactions_state import State as TransactionPhase
 from aioproducer.validation import check_topic
 
 __all__ = ["MockProducer", "SentRecord"]
@@ -53,8 +54,8 @@ _DEFAULT_BOOTSTRAP = "mock:9092"
 
 
 class MockProducer(TransactionalMethods):
-    """The Producer's API (`send`, `enqueue`, `send_many`, `flush`, `close`, `partitions_for`, and the transactional
-    methods) without a broker.
+    """The Producer's API (`send`, `enqueue`, `send_many`, `wait`, `flush`, `close`, `partitions_for`, `health`,
+    `metrics`, and the transactional methods) without a broker.
 
     `topics` maps topic names to partition counts; another topic is created on first use with `default_partitions`
     (Kafka's `num.partitions` default is 1), or refused with `MetadataTimeoutError` at once when
@@ -154,6 +155,7 @@ class MockProducer(TransactionalMethods):
         if self._state != _NEW:
             raise ProducerClosedError(f"start() called on a producer that is {self._state}")
         self._state = _RUNNING
+        self._observe.started()
 
     async def __aenter__(self) -> MockProducer:
         await self.start()
@@ -279,6 +281,11 @@ class MockProducer(TransactionalMethods):
             await outcome.wait()
         results: list[RecordMetadata | BaseException] = bulk.results(resolve)
         return RecordSerializer.merge(results, refused)
+
+    async def wait(self, deliveries: Iterable[Any]) -> list[RecordMetadata | BaseException]:
+        """Wait for many records' deliveries, as `Producer.wait`: one result per item, in order, its RecordMetadata
+        or the exception it failed with (never raised). In manual mode it waits until the test completes them."""
+        return await wait_all(deliveries, BulkDeliveries())
 
     def _remember(self, given: Sequence[Any], positions: list[int], start: int, end: int, bulk: BulkDeliveries) -> None:
         # Which records the appender accepted (a Delivery) rather than refused (an error) at the call.
@@ -541,7 +548,10 @@ class MockProducer(TransactionalMethods):
     def health(self) -> Health:
         """The Producer's `Health`: ready while running (the mock's broker, node 0, leads every partition), the
         pending records' bytes as buffer use, and the last error a record failed with."""
-        return self._observe.health(self._state, dict(self._cluster.topics), self._pending)
+        fatal = None
+        if self._txn is not None and self._txn.state.state is TransactionPhase.FATAL_ERROR:
+            fatal = self._txn.state.last_error
+        return self._observe.health(self._state, dict(self._cluster.topics), self._pending, fatal)
 
     @property
     def pending(self) -> int:
