@@ -84,6 +84,7 @@ class Cluster:
         self._update_task: asyncio.Task[None] | None = None
         self._bootstrap_connection: BrokerConnection | None = None
         self._bootstrapping: asyncio.Task[BrokerConnection] | None = None
+        self._bootstrap_failures: dict[str, str] = {}  # bootstrap address → why its last attempt failed
         self._closed = False
         # Set once the first Metadata attempt ended, answered or not: `start()` waits for it (bounded).
         self.first_attempt_done = asyncio.Event()
@@ -275,15 +276,19 @@ class Cluster:
         for address in self._config.bootstrap_servers:
             node = ("bootstrap", address)
             if not self._nodes.can_connect(node, monotonic_ms()):
-                errors.append(f"{address}: backing off after a failed attempt (reconnect_backoff_ms)")
+                # Say why it failed last, not only that we wait: that is what an operator needs to read.
+                last = self._bootstrap_failures.get(address, "a failed attempt")
+                errors.append(f"{last} (backing off: reconnect_backoff_ms)")
                 continue
             host, port = parse_address(address)
             try:
                 conn = await self._open(host, port, -1, node)
             except TransportError as exc:
                 self._nodes.failed(node, monotonic_ms())
+                self._bootstrap_failures[address] = str(exc)
                 errors.append(str(exc))
                 continue
+            self._bootstrap_failures.pop(address, None)
             self._nodes.connected(node)
             if self._closed:
                 conn.close()

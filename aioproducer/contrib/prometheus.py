@@ -13,7 +13,12 @@ import concurrent.futures
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from . import missing_extra
+
+try:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+except ImportError as exc:  # pragma: no cover - tested in a subprocess without the library
+    raise missing_extra("prometheus", "prometheus", exc) from exc
 
 from ..metrics import HistogramSnapshot, MetricsSnapshot
 
