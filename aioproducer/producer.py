@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .accelerated import speedups
 from .accumulator import RecordAccumulator
@@ -42,10 +42,14 @@ from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
 from .records.layout import BATCH_HEADER_SIZE
 from .sender import Sender
 from .serializers import RecordSerializer, resolve_serializer
+from .settings import ProducerSettings
 from .transactions import BatchHooks, TransactionManager
 from .transactions_api import TransactionalMethods
 from .transactions_state import State as TransactionPhase
 from .validation import check_topic
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from 3.11; only type checkers read it
 
 __all__ = ["Producer"]
 
@@ -65,18 +69,20 @@ def _new_bulk() -> BulkDeliveries:
 class Producer(TransactionalMethods):
     """An asyncio Kafka producer. Use as `async with Producer(...) as producer:` or `start()` / `close()`.
 
-    Settings are the Java producer's, dots turned to underscores (`linger_ms=5`), or a dict of Java keys
-    (`config={"linger.ms": 5}`). See `ProducerConfig` for every setting and its default. With `transactional_id`
+    Settings are the Java producer's, dots turned to underscores (`linger_ms=5`; typed by `ProducerSettings`, so a
+    type checker catches a misspelt one), or a dict of Java keys (`config={"linger.ms": 5}`). See `ProducerConfig`
+    for every setting and its default. With `transactional_id`
     the producer is transactional: see `TransactionalMethods` for begin / commit / abort / send_offsets.
     """
 
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | None = None,
+        /,
         *,
-        config: Any = None,
+        config: Mapping[str, Any] | None = None,
         hooks: Iterable[Any] = (),
-        **settings: Any,
+        **settings: Unpack[ProducerSettings],
     ):
         if bootstrap_servers is not None:
             settings["bootstrap_servers"] = bootstrap_servers

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aioproducer.appender import RECORD_MEMORY_OVERHEAD, Appender, Prepared
 from aioproducer.bulk_deliveries import BulkDeliveries, wait_all
@@ -40,12 +40,16 @@ from aioproducer.models import ProducerRecord, RecordMetadata
 from aioproducer.producer import _resolve_partitioner
 from aioproducer.records.layout import BATCH_HEADER_SIZE
 from aioproducer.serializers import RecordSerializer, resolve_serializer
+from aioproducer.settings import ProducerSettings
 from aioproducer.testing.mock_observe import MockObserver
 from aioproducer.testing.mock_parts import InjectedError, MockAccumulator, MockTopics, PendingRecord, SentRecord
 from aioproducer.testing.mock_transactions import MockTransactions
 from aioproducer.transactions_api import TransactionalMethods
 from aioproducer.transactions_state import State as TransactionPhase
 from aioproducer.validation import check_topic
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from 3.11; only type checkers read it
 
 __all__ = ["MockProducer", "SentRecord"]
 
@@ -82,13 +86,14 @@ class MockProducer(TransactionalMethods):
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | None = None,
+        /,
         *,
-        config: Any = None,
+        config: Mapping[str, Any] | None = None,
         topics: Mapping[str, int] | None = None,
         default_partitions: int = 1,
         auto_complete: bool = True,
         latency_ms: float = 0,
-        **settings: Any,
+        **settings: Unpack[ProducerSettings],
     ) -> None:
         if bootstrap_servers is not None:
             settings["bootstrap_servers"] = bootstrap_servers
