@@ -936,7 +936,7 @@ def install_producer_record(record_type):
     record_type.__new__ = staticmethod(new_producer_record)
 
 
-def new_producer_record(cls, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
+def new_producer_record(cls, topic, value=None, *, key=None, headers=None, partition=None, timestamp_ms=None):
     """`ProducerRecord.__new__`, compiled: the named tuple's generated constructor is a Python function."""
     cdef object record = PyType_GenericAlloc(<PyTypeObject*>cls, 6)
     _put(record, 0, topic)

@@ -169,7 +169,7 @@ class HookChain:
                 self._failed(method)
                 continue
             if changed is not None:
-                record = changed if type(changed) is ProducerRecord else ProducerRecord(*changed)
+                record = changed if type(changed) is ProducerRecord else ProducerRecord._make(changed)
         return record
 
     def record_acknowledged(

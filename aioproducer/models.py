@@ -1,6 +1,11 @@
 """The values users hand to the producer and get back: `ProducerRecord` and `RecordMetadata`.
 
 Both are named tuples: immutable, cheap to create by the hundred thousand on the bulk path.
+
+`ProducerRecord` takes its topic and value by position and everything else by name. Java's constructors put the key
+before the value (`new ProducerRecord<>(topic, key, value)`); a positional key here would let a port of that line
+swap key and value silently, so `ProducerRecord(topic, key, value)` is a TypeError instead. The tuple keeps its field
+order (topic, value, key, headers, partition, timestamp_ms) for unpacking, `_make` and send_many's plain 6-tuples.
 """
 
 from __future__ import annotations
@@ -13,15 +18,47 @@ __all__ = ["Header", "ProducerRecord", "RecordMetadata"]
 Header = tuple[str, "bytes | None"]
 
 
-class ProducerRecord(NamedTuple):
-    """One record for `Producer.send_many`. `key` and `value` go through the producer's serializers."""
-
+class _RecordFields(NamedTuple):
     topic: str
     value: Any = None
     key: Any = None
     headers: Sequence[Header] | None = None
     partition: int | None = None
     timestamp_ms: int | None = None
+
+
+_new_tuple = tuple.__new__
+
+
+class ProducerRecord(_RecordFields):
+    """One record for `Producer.send_many`: `ProducerRecord(topic, value, key=..., headers=..., partition=...,
+    timestamp_ms=...)`. `key` and `value` go through the producer's serializers.
+
+    Only the topic and the value are positional (see the module's docstring: Java's argument order would otherwise
+    swap key and value silently); `ProducerRecord._make(six_items)` builds one from a tuple in field order.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        topic: str,
+        value: Any = None,
+        *,
+        key: Any = None,
+        headers: Sequence[Header] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> ProducerRecord:
+        return _new_tuple(cls, (topic, value, key, headers, partition, timestamp_ms))
+
+    def __reduce__(self) -> tuple[Any, tuple[tuple[Any, ...]]]:
+        # pickle and copy would call __new__ with six positional arguments (the named tuple's __getnewargs__).
+        return _record_from_fields, (tuple(self),)
+
+
+def _record_from_fields(fields: tuple[Any, ...]) -> ProducerRecord:
+    return ProducerRecord._make(fields)
 
 
 class RecordMetadata(NamedTuple):

@@ -328,7 +328,7 @@ class Observer:
             partition: int | None = None,
             timestamp_ms: int | None = None,
         ) -> Delivery:
-            record = hooks.record_buffered(ProducerRecord(topic, value, key, headers, partition, timestamp_ms))
+            record = hooks.record_buffered(ProducerRecord._make((topic, value, key, headers, partition, timestamp_ms)))
             try:
                 delivery = await enqueue(
                     record.topic,
@@ -360,7 +360,7 @@ class Observer:
         hooks = self.hooks
 
         async def hooked_send_many(records: Iterable[Any]) -> list[RecordMetadata | BaseException]:
-            given = [r if type(r) is ProducerRecord else ProducerRecord(*r) for r in records]
+            given = [r if type(r) is ProducerRecord else ProducerRecord._make(r) for r in records]
             tokens = hooks.send_many_start(given)
             batch = [hooks.record_buffered(record) for record in given]
             try:

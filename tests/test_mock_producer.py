@@ -70,7 +70,9 @@ async def test_serializers_and_headers_are_applied_and_the_history_keeps_what_wa
     (record,) = mock.records("events")
     assert record == SentRecord("events", 0, 0, 7, b"ada", b'{"user":"ada","n":1}', (("trace", b"1"),))
     assert md == RecordMetadata("events", 0, 0, 7, 3, len(record.value or b""))
-    assert mock.history() == [ProducerRecord("events", {"user": "ada", "n": 1}, "ada", [("trace", b"1")], None, 7)]
+    assert mock.history() == [
+        ProducerRecord("events", {"user": "ada", "n": 1}, key="ada", headers=[("trace", b"1")], timestamp_ms=7)
+    ]
 
 
 @pytest.mark.parametrize(

@@ -334,4 +334,5 @@ def test_records_of_plain_fields_are_untracked_and_records_that_could_hold_a_cyc
     del value
     gc.collect()
     assert watched() is None
-    assert ProducerRecord("t", b"v", b"k", None, 1, 2) == ("t", b"v", b"k", None, 1, 2)
+    record = ProducerRecord("t", b"v", key=b"k", partition=1, timestamp_ms=2)
+    assert record == ("t", b"v", b"k", None, 1, 2)

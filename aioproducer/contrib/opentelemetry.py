@@ -104,14 +104,7 @@ class OpenTelemetryHook:
         if not headers or not any(name == _TRACEPARENT for name, _ in headers):
             added, key_of_span = self._inject(span)
             if added:
-                record = ProducerRecord(
-                    topic,
-                    record.value,
-                    record.key,
-                    [*headers, *added] if headers else added,
-                    record.partition,
-                    record.timestamp_ms,
-                )
+                record = record._replace(headers=[*headers, *added] if headers else added)
         if key_of_span is None:
             key_of_span = id(record)
         self._spans[key_of_span] = (span, time.perf_counter())

@@ -234,7 +234,7 @@ class MockProducer(TransactionalMethods):
             self._txn.check_send()
         if self.send_error is not None:
             raise self.send_error
-        given = ProducerRecord(topic, value, key, headers, partition, timestamp_ms)
+        given = ProducerRecord._make((topic, value, key, headers, partition, timestamp_ms))
         serializer = self._record_serializer
         if serializer is not None:  # as the Producer: context-aware and async serializers first
             if serializer.is_async:
@@ -298,7 +298,7 @@ class MockProducer(TransactionalMethods):
         for position in range(start, end):
             if isinstance(accepted[position], Delivery):
                 record = given[positions[position]]
-                self._given(record if isinstance(record, ProducerRecord) else ProducerRecord(*record))
+                self._given(record if isinstance(record, ProducerRecord) else ProducerRecord._make(record))
 
     def _given(self, record: ProducerRecord) -> None:
         """An accepted record as given: in the history, or held with its transaction."""
