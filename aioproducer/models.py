@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["Header", "ProducerRecord", "RecordMetadata"]
+__all__ = ["Header", "ProducerRecord", "RecordMetadata", "record_of"]
 
 Header = tuple[str, "bytes | None"]
 
@@ -59,6 +59,18 @@ class ProducerRecord(_RecordFields):
 
 def _record_from_fields(fields: tuple[Any, ...]) -> ProducerRecord:
     return ProducerRecord._make(fields)
+
+
+_DEFAULTS = (None,) * 6
+
+
+def record_of(fields: Sequence[Any]) -> ProducerRecord:
+    """A ProducerRecord from its fields in order (topic first), the missing ones at their defaults, as
+    `ProducerRecord(*fields)` would build a named tuple; TypeError for more than six or none."""
+    count = len(fields)
+    if not 1 <= count <= 6:
+        raise TypeError(f"a ProducerRecord has 1 to 6 fields (topic, value, key, ...), got {count}")
+    return ProducerRecord._make((*fields, *_DEFAULTS[count:]))
 
 
 class RecordMetadata(NamedTuple):

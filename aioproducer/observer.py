@@ -20,7 +20,7 @@ from .errors import BufferExhaustedError
 from .hooks import BatchWritten, HookChain, RequestDone, TransactionEvent, load_interceptor
 from .metrics import Gauges, MetricsSnapshot, ProducerMetrics
 from .metrics_fold import PENDING_BOUND, AnswerFacts, BatchFacts, SentFacts, fold_answers, fold_sent
-from .models import ProducerRecord, RecordMetadata
+from .models import ProducerRecord, RecordMetadata, record_of
 from .protocol import ApiKey
 from .records.layout import BATCH_HEADER_SIZE
 
@@ -360,7 +360,7 @@ class Observer:
         hooks = self.hooks
 
         async def hooked_send_many(records: Iterable[Any]) -> list[RecordMetadata | BaseException]:
-            given = [r if type(r) is ProducerRecord else ProducerRecord._make(r) for r in records]
+            given = [r if type(r) is ProducerRecord else record_of(r) for r in records]
             tokens = hooks.send_many_start(given)
             batch = [hooks.record_buffered(record) for record in given]
             try:

@@ -36,7 +36,7 @@ from aioproducer.errors import (
 from aioproducer.health import Health
 from aioproducer.metadata import TopicInfo
 from aioproducer.metrics import MetricsSnapshot
-from aioproducer.models import ProducerRecord, RecordMetadata
+from aioproducer.models import ProducerRecord, RecordMetadata, record_of
 from aioproducer.producer import _resolve_partitioner
 from aioproducer.records.layout import BATCH_HEADER_SIZE
 from aioproducer.serializers import RecordSerializer, resolve_serializer
@@ -298,7 +298,7 @@ class MockProducer(TransactionalMethods):
         for position in range(start, end):
             if isinstance(accepted[position], Delivery):
                 record = given[positions[position]]
-                self._given(record if isinstance(record, ProducerRecord) else ProducerRecord._make(record))
+                self._given(record if isinstance(record, ProducerRecord) else record_of(record))
 
     def _given(self, record: ProducerRecord) -> None:
         """An accepted record as given: in the history, or held with its transaction."""
