@@ -9,7 +9,8 @@ Per page, in document order and in one namespace (as a reader pastes them one af
   own test suite would run.
 - ```bash blocks (the command line) run in bash, with the `aioproducer` command on the PATH; they must exit 0.
 - `<!-- docs-test ... -->` comments hold code a reader does not need (a stand-in for their own objects, a check that
-  the snippet did what the page says); `DOCS_PROJECT` is the directory the page's files are written to; `<!-- docs-test-replace OLD => NEW -->` rewrites the page's next blocks.
+  the snippet did what the page says); `DOCS_PROJECT` is the directory the page's files are written to.
+  `<!-- docs-test-replace OLD => NEW -->` rewrites the page's later blocks.
 Blocks of other languages (console transcripts, YAML, text) are shown, not run.
 """
 
