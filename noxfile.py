@@ -1,4 +1,4 @@
-"""Developer sessions: tests, lint, typecheck, demo, chaos.
+"""Developer sessions: tests, lint, typecheck, docs, demo, chaos.
 
 Each works on a fresh machine with only Python and the registries.
 """
@@ -10,7 +10,7 @@ import shutil
 
 import nox
 
-nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.sessions = ["tests", "lint", "typecheck", "docs"]
 nox.options.reuse_existing_virtualenvs = True
 
 
@@ -29,12 +29,13 @@ CORE_ON_OLDER_KAFKA = [
 def tests(session: nox.Session) -> None:
     """The test suite on real Apache Kafka (started by the tests from Maven Central's jars; AIOPRODUCER_BOOTSTRAP
     points the default broker elsewhere), Tansu and librdkafka's mock cluster: compiled, then pure Python, then the
-    core suites on Kafka 3.9."""
+    core suites on Kafka 3.9; then (a full run) the docs session builds the documentation site."""
     ensure_java_and_maven(session)
     session.install("-e", ".[test]")
     session.run("pytest", *(session.posargs or ["--durations=25"]))
     if session.posargs:
         return
+    session.notify("docs")  # the full run also builds the documentation site, warnings as errors
     # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get). The Spark
     # tests and the twin comparisons need the compiled parts; the fixture's own tests, the multi-node failover and
     # the fresh-project test exercise no compiled code: those run only above.
@@ -45,6 +46,7 @@ def tests(session: nox.Session) -> None:
         "--ignore=tests/test_spark_stream.py",
         "--ignore=tests/test_spark_cache.py",
         "--ignore=tests/test_spark_transactional.py",
+        "--ignore=tests/test_docs_spark.py",
         "--ignore=tests/test_speedups.py",
         "--ignore=tests/test_speedups_hostile.py",
         "--ignore=tests/test_fresh_project.py",  # it installs a pure-Python wheel itself
@@ -82,6 +84,19 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
     session.install("-e", ".[snappy,otel,prometheus]", "mypy>=1.10")
     session.run("mypy", "--strict", "aioproducer")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site (mkdocs-material; API reference from the docstrings by mkdocstrings) into site/, built
+    strict: a warning (a broken link, a docstring mkdocstrings cannot read) fails it. Its snippets run in the tests
+    (tests/test_docs.py). `-- serve` serves it at localhost:8000 instead."""
+    session.install("-e", ".[docs]")
+    env = {"NO_MKDOCS_2_WARNING": "1"}
+    if session.posargs[:1] == ["serve"]:
+        session.run("mkdocs", "serve", *session.posargs[1:], env=env)
+        return
+    session.run("mkdocs", "build", "--strict", "--clean", env=env)
 
 
 @nox.session

@@ -523,7 +523,8 @@ class Producer(TransactionalMethods):
             self._metrics.metadata_wait_time_ns_total += time.perf_counter_ns() - started
 
     def metrics(self) -> MetricsSnapshot:
-        """An immutable snapshot of the producer's metrics, under the Java producer's names (see the README)."""
+        """An immutable snapshot of the producer's metrics, under the Java producer's names (listed in
+        docs/observability.md)."""
         started = self._state != _NEW
         return self._observer.snapshot(
             self._accumulator,

@@ -1,4 +1,4 @@
-"""The layering the README describes: imports point downwards, and the pure core never touches I/O or the clock."""
+"""The layering docs/architecture.md describes: imports point downwards, and the pure core never touches I/O or the clock."""
 
 from __future__ import annotations
 

@@ -103,8 +103,9 @@ async def run_page(path: Path, replacements: dict[str, str], project: Path, name
             replacements[pair["old"]] = pair["new"]
             continue
         code = block.code
-        for old, new in replacements.items():
-            code = code.replace(old, new)
+        # The page's own replacements first (they may produce the shown address), the shown address last.
+        for old, new in reversed(replacements.items()):
+            code = code.replace(old, new.replace("{DOCS_PROJECT}", str(project)))
         if block.kind == "file":
             target = project / block.title
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -198,4 +199,4 @@ def test_no_page_reads_a_node_by_an_id_it_assumed() -> None:
     """Bug: the metrics snippet read `snapshot.nodes["node-1"]`, a KeyError on a cluster whose broker ids differ
     (Tansu's node is node-111): node names come from the cluster, so a page iterates them."""
     for path in [*pages(), DOCS / "spark.md"]:
-        assert 'nodes["node-' not in path.read_text(encoding="utf-8"), page_id(path)
+        assert not re.search(r'nodes\["node-\d', path.read_text(encoding="utf-8")), page_id(path)

@@ -109,7 +109,7 @@ def _family(
     namespace: str, name: str, prefix: str, labels: list[str], samples: list[tuple[list[str], float]]
 ) -> Metric:
     metric_name = f"{namespace}_{prefix}{name.replace('-', '_')}"
-    doc = f"Kafka producer metric {name!r} (see the aioproducer README)."
+    doc = f"Kafka producer metric {name!r} (see aioproducer's observability docs)."
     family: Any
     if name.endswith("-total"):
         family = CounterMetricFamily(metric_name.removesuffix("_total"), doc, labels=labels)
