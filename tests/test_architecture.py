@@ -1,4 +1,4 @@
-"""The layering docs/architecture.md describes: imports point downwards, and the pure core never touches I/O or the clock."""
+"""The layering docs/architecture.md describes: imports point downwards, the pure core never touches I/O or clocks."""
 
 from __future__ import annotations
 
