@@ -200,3 +200,15 @@ def test_no_page_reads_a_node_by_an_id_it_assumed() -> None:
     (Tansu's node is node-111): node names come from the cluster, so a page iterates them."""
     for path in [*pages(), DOCS / "spark.md"]:
         assert not re.search(r'nodes\["node-\d', path.read_text(encoding="utf-8")), page_id(path)
+
+
+def test_the_readme_is_a_front_page_that_links_to_the_docs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    # The two commands a newcomer needs, and a link to every guide.
+    assert "nox -s demo" in readme and "nox -s tests" in readme
+    linked = set(re.findall(r"\]\((docs/[^)#]+\.md)", readme))
+    guides = {f"docs/{p.relative_to(DOCS)}" for p in DOCS.rglob("*.md") if p.parent.name != "reference"}
+    assert guides - {"docs/index.md"} <= linked, guides - linked
+    for link in linked:
+        assert (ROOT / link).is_file(), link

@@ -220,3 +220,31 @@ async def test_readiness_notices_a_paused_real_kafka_node(kafka_cluster: KafkaCl
         finally:
             kafka_cluster.resume(1)
         await wait_until(lambda: producer.health().ready, 30, "ready once the node is resumed")
+
+
+async def test_fastapi_ready_follows_a_real_kafka_node_stopped_and_started_again(kafka_cluster: KafkaCluster) -> None:
+    example = load_example("fastapi_app")
+    app = example.create_app(example.Settings(bootstrap=kafka_cluster.bootstrap_servers))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+
+            async def ready_status() -> int:
+                return (await client.get("/ready")).status_code
+
+            assert await ready_status() == 200  # right after startup, before any event
+            kafka_cluster.stop(1)
+            deadline = asyncio.get_running_loop().time() + 60
+            while await ready_status() != 503:
+                assert asyncio.get_running_loop().time() < deadline, "still ready with the node stopped"
+                await asyncio.sleep(0.1)
+            down = (await client.get("/ready")).json()
+            assert "no broker has answered" in down["reason"]
+            assert (await client.get("/live")).status_code == 200
+            await asyncio.to_thread(kafka_cluster.start_node, 1)
+            deadline = asyncio.get_running_loop().time() + 60
+            while await ready_status() != 200:
+                assert asyncio.get_running_loop().time() < deadline, "not ready again with the node back"
+                await asyncio.sleep(0.1)
+            published = await client.post("/events/clicks", json={"user": "ada"})
+            assert published.status_code == 200, published.text
