@@ -71,8 +71,9 @@ class Producer(TransactionalMethods):
 
     Settings are the Java producer's, dots turned to underscores (`linger_ms=5`; typed by `ProducerSettings`, so a
     type checker catches a misspelt one), or a dict of Java keys (`config={"linger.ms": 5}`). See `ProducerConfig`
-    for every setting and its default. With `transactional_id`
-    the producer is transactional: see `TransactionalMethods` for begin / commit / abort / send_offsets.
+    for every setting and its default. With `transactional_id` the producer is transactional: see
+    `TransactionalMethods` for begin / commit / abort / send_offsets. `health()` answers readiness and liveness
+    probes (`aioproducer.health` states the rules).
     """
 
     def __init__(
