@@ -42,7 +42,7 @@ from aioproducer.settings import ProducerSettings
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from 3.11; only type checkers read it
 
-__all__ = ["COMPRESSION_LEVELS", "LIBRDKAFKA_EQUIVALENTS", "PartitionerLike", "ProducerConfig", "SerializerSpec"]
+__all__ = ["COMPRESSION_LEVELS", "PartitionerLike", "ProducerConfig", "SerializerSpec"]
 
 
 SerializerSpec: TypeAlias = "Literal['bytes', 'str', 'json'] | Serializer | None"
