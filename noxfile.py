@@ -82,7 +82,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install("-e", ".[snappy,otel,prometheus]", "mypy>=1.10")
+    session.install("-e", ".[snappy,otel,prometheus,cli,testing]", "mypy>=1.10")
     session.run("mypy", "--strict", "aioproducer")
 
 
