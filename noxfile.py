@@ -91,7 +91,7 @@ def docs(session: nox.Session) -> None:
     """The documentation site (mkdocs-material; API reference from the docstrings by mkdocstrings) into site/, built
     strict: a warning (a broken link, a docstring mkdocstrings cannot read) fails it. Its snippets run in the tests
     (tests/test_docs.py). `-- serve` serves it at localhost:8000 instead."""
-    session.install("-e", ".[docs]")
+    session.install("-e", ".[docs]", "ruff>=0.6")  # ruff: mkdocstrings formats the signatures with it
     env = {"NO_MKDOCS_2_WARNING": "1"}
     if session.posargs[:1] == ["serve"]:
         session.run("mkdocs", "serve", *session.posargs[1:], env=env)
