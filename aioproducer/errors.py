@@ -35,6 +35,7 @@ __all__ = [
     "TransportError",
     "UnknownPartitionError",
     "UnsupportedVersionError",
+    "WouldBlockError",
 ]
 
 
@@ -111,6 +112,11 @@ class MetadataTimeoutError(KafkaTimeoutError):
 
 class BufferExhaustedError(KafkaTimeoutError):
     """No buffer memory became free within `max_block_ms`."""
+
+
+class WouldBlockError(AioProducerError):
+    """`enqueue_nowait` could not buffer the record without waiting (for metadata, for buffer memory, or to let the
+    event loop run): the record was not buffered; `await enqueue(...)` it instead (anyio's `WouldBlock`)."""
 
 
 class DeliveryTimeoutError(KafkaTimeoutError):

@@ -96,7 +96,7 @@ async def run(args: argparse.Namespace, display: Display) -> int:
         failed=tracker.failed,
         errors=tracker.errors,
         record_size=args.record_size,
-        seconds=round(elapsed, 3),
+        seconds=round(elapsed, 6),
         records_per_s=round(tracker.delivered / elapsed, 1),
         mb_per_s=round(tracker.delivered * args.record_size / elapsed / 2**20, 2),
         latency_ms={k: round(v, 2) for k, v in latency_summary(tracker.latencies_ms).items()},

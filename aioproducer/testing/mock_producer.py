@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from aioproducer.appender import RECORD_MEMORY_OVERHEAD, Appender, Prepared
+from aioproducer.appender import RECORD_MEMORY_OVERHEAD, PreparedRecord, PureAppender
+from aioproducer.buffer_pool import PureBufferPool
 from aioproducer.bulk_deliveries import BulkDeliveries
 from aioproducer.config import ProducerConfig
 from aioproducer.delivery import Delivery, resolve
@@ -32,6 +34,7 @@ from aioproducer.errors import (
     MetadataTimeoutError,
     ProducerClosedError,
     TransactionStateError,
+    WouldBlockError,
 )
 from aioproducer.health import Health
 from aioproducer.metadata import TopicInfo
@@ -108,8 +111,10 @@ class MockProducer(TransactionalMethods):
         self._cluster = MockTopics()
         for topic, count in (topics or {}).items():
             self._cluster.add(topic, count)
-        self._appender = Appender(
+        self._appender = PureAppender(
             accumulator=MockAccumulator(self._accept),  # type: ignore[arg-type]  # the part of it the appender uses
+            # No memory limit in a mock; the pool only keeps the appender's count.
+            pool=PureBufferPool(sys.maxsize),
             cluster_state=self._cluster,  # type: ignore[arg-type]
             partitioner=_resolve_partitioner(cfg),
             key_serializer=resolve_serializer(cfg.key_serializer, role="key"),
@@ -121,7 +126,6 @@ class MockProducer(TransactionalMethods):
             size_limit_message=(
                 f"larger than max_request_size={cfg.max_request_size} / buffer_memory={cfg.buffer_memory}"
             ),
-            delivery_type=Delivery,
             clock_ms=_no_clock,
             wake_sender=_nothing,
         )
@@ -238,10 +242,39 @@ class MockProducer(TransactionalMethods):
             else:
                 key, value, headers = serializer.apply(topic, key, value, headers)
         delivery = self._appender.append_now(topic, value, key, headers, partition, timestamp_ms)
-        if type(delivery) is tuple:
-            delivery = self._place(topic, delivery, partition)
+        if type(delivery) is PreparedRecord:
+            delivery = self._place(delivery)
         self._given(given)
-        return delivery  # type: ignore[return-value]
+        return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
+
+    def enqueue_nowait(
+        self,
+        topic: str,
+        value: Any = None,
+        *,
+        key: Any = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Delivery:
+        """Accept one record without awaiting, as `Producer.enqueue_nowait` does (a mock never waits for metadata or
+        memory: only an async serializer makes it raise WouldBlockError)."""
+        self._check_running()
+        if self._txn is not None:
+            self._txn.check_send()
+        if self.send_error is not None:
+            raise self.send_error
+        given = ProducerRecord(topic, value, key, headers, partition, timestamp_ms)
+        serializer = self._record_serializer
+        if serializer is not None:
+            if serializer.is_async:
+                raise WouldBlockError("an async serializer must be awaited: await enqueue(...)")
+            key, value, headers = serializer.apply(topic, key, value, headers)
+        delivery = self._appender.append_now(topic, value, key, headers, partition, timestamp_ms)
+        if type(delivery) is PreparedRecord:
+            delivery = self._place(delivery)
+        self._given(given)
+        return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
 
     async def send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
         """One result per record, in order: its RecordMetadata, or the exception it failed with."""
@@ -266,14 +299,12 @@ class MockProducer(TransactionalMethods):
                 bulk.add(self.send_error)
                 index += 1
             else:
-                index = self._appender.append_many(batch, index, now_ms, bulk, 1 << 62)
-                prepared = bulk.last()
-                if type(prepared) is tuple:
-                    topic, partition = batch[index - 1][0], batch[index - 1][4]
+                index, prepared = self._appender.append_many(batch, index, now_ms, bulk, 1 << 62)
+                if prepared is not None:
                     try:
-                        bulk.set_last(self._place(topic, prepared, partition))
+                        bulk.add(self._place(prepared))
                     except AioProducerError as exc:
-                        bulk.set_last(exc)
+                        bulk.add(exc)
             self._remember(given, positions, start, index, bulk)
         for outcome in bulk.outcomes():
             await outcome.wait()
@@ -282,9 +313,8 @@ class MockProducer(TransactionalMethods):
 
     def _remember(self, given: Sequence[Any], positions: list[int], start: int, end: int, bulk: BulkDeliveries) -> None:
         # Which records the appender accepted (a Delivery) rather than refused (an error) at the call.
-        accepted = bulk._items
         for position in range(start, end):
-            if isinstance(accepted[position], Delivery):
+            if bulk.is_delivery(position):
                 record = given[positions[position]]
                 self._given(record if isinstance(record, ProducerRecord) else ProducerRecord(*record))
 
@@ -295,9 +325,9 @@ class MockProducer(TransactionalMethods):
         else:
             self._history.append(record)
 
-    def _place(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
+    def _place(self, prepared: PreparedRecord) -> Delivery:
         """A record whose topic the mock did not know yet: create the topic (or refuse it), then append."""
-        return self._appender.place(topic, prepared, partition, self._topic(topic))
+        return self._appender.place(prepared, self._topic(prepared.topic))
 
     def _topic(self, topic: str) -> TopicInfo:
         info = self._cluster.topics.get(topic)

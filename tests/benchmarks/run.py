@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from aioproducer.accelerated import speedups
+from aioproducer.accelerated import COMPILED
 from aioproducer.testing import DEFAULT_KAFKA_VERSION, KafkaCluster, TansuBroker, create_topic
 from tests.benchmarks.bench_worker import RESULT_MARK
 from tests.benchmarks.broker_count import count_records, delete_topic
@@ -180,7 +180,7 @@ def _meta(args: argparse.Namespace, rounds: int, java: JavaPeer | None) -> dict[
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
         "versions": versions,
         # The runs inherit this process's environment, AIOPRODUCER_NO_EXTENSIONS included.
-        "hot_path": "compiled" if speedups is not None else "pure-Python twins (AIOPRODUCER_NO_EXTENSIONS=1)",
+        "hot_path": "compiled" if COMPILED else "pure-Python twins (AIOPRODUCER_NO_EXTENSIONS=1)",
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
 
