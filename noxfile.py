@@ -31,6 +31,7 @@ def tests(session: nox.Session) -> None:
     points the default broker elsewhere), Tansu and librdkafka's mock cluster: compiled, then pure Python, then the
     core suites on Kafka 3.9."""
     ensure_java_and_maven(session)
+    ensure_native_codecs(session)
     session.install("-e", ".[test]")
     session.run("pytest", *(session.posargs or ["--durations=25"]))
     if session.posargs:
@@ -101,6 +102,7 @@ def bench(session: nox.Session) -> None:
     tests/benchmarks/results/. `-- --quick` is a ~5-minute smoke run, the full run ~80 minutes on 2 cores;
     `-- --brokers tansu` skips real Kafka."""
     ensure_java_and_maven(session, jdk=True)
+    ensure_native_codecs(session)
     session.install(
         "-e", ".[snappy,testing,otel]", "opentelemetry-sdk", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib"
     )
@@ -148,6 +150,16 @@ def profile(session: nox.Session) -> None:
     """A profile of aioproducer's hot path (py-spy and cProfile) into tests/benchmarks/results/profile/."""
     session.install("-e", ".[snappy,testing]", "py-spy")
     session.run("python", "-m", "tests.benchmarks.profile_hot_path", *session.posargs)
+
+
+def ensure_native_codecs(session: nox.Session) -> None:
+    """The batch pipeline's compiled twin calls lz4, zstd and snappy in C when their headers are there at build time
+    (else those codecs compress on the event loop): install Debian's -dev packages for the missing ones, when we may."""
+    headers = {"lz4frame.h": "liblz4-dev", "zstd.h": "libzstd-dev", "snappy-c.h": "libsnappy-dev", "zlib.h": "zlib1g-dev"}
+    missing = [package for header, package in headers.items() if not os.path.exists(f"/usr/include/{header}")]
+    if missing and shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        session.run("apt-get", "update", "-qq", external=True)
+        session.run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing, external=True)
 
 
 def ensure_java_and_maven(session: nox.Session, *, jdk: bool = False) -> None:
