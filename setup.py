@@ -1,4 +1,5 @@
-"""Builds the optional compiled hot path, `aioproducer/_speedups.pyx`; everything else is in pyproject.toml.
+"""Builds the optional compiled parts, `aioproducer/_speedups.pyx` (the hot path) and
+`aioproducer/columnar/_arrow.pyx` (the columnar accessors); everything else is in pyproject.toml.
 
 Without a C compiler, or with AIOPRODUCER_NO_EXTENSIONS set, the build goes on and the package installs as pure
 Python (slower, same behaviour).
@@ -37,12 +38,17 @@ def extensions() -> list[Extension]:
     except ImportError:
         print("aioproducer: Cython is not available, installing pure Python", file=sys.stderr)
         return []
-    extension = Extension("aioproducer._speedups", ["aioproducer/_speedups.pyx"], extra_compile_args=["-O2"])
-    try:
-        return list(cythonize([extension], quiet=True))
-    except Exception as exc:  # a translation failure also means "no extension"
-        print(f"aioproducer: translating the compiled hot path failed, using pure Python: {exc}", file=sys.stderr)
-        return []
+    compiled = [
+        Extension("aioproducer._speedups", ["aioproducer/_speedups.pyx"], extra_compile_args=["-O2"]),
+        Extension("aioproducer.columnar._arrow", ["aioproducer/columnar/_arrow.pyx"], extra_compile_args=["-O2"]),
+    ]
+    built = []
+    for extension in compiled:  # one at a time: a module that fails to translate leaves the other compiled
+        try:
+            built.extend(cythonize([extension], quiet=True))
+        except Exception as exc:  # a translation failure also means "no extension"
+            print(f"aioproducer: translating {extension.name} failed, using pure Python: {exc}", file=sys.stderr)
+    return built
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
