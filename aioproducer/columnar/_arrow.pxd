@@ -113,13 +113,20 @@ cdef inline bint values_at(const BytesArray* a, int64_t row, const uint8_t** dat
 
 
 cdef inline int64_t read_int(const void* data, int64_t i, int32_t width, int32_t is_signed) noexcept nogil:
+    # One branch per type: `c ? int32 : uint32` would convert the signed one to unsigned in C.
     if width == 8:
         return (<const int64_t*>data)[i]
+    if is_signed:
+        if width == 4:
+            return (<const int32_t*>data)[i]
+        if width == 2:
+            return (<const int16_t*>data)[i]
+        return (<const int8_t*>data)[i]
     if width == 4:
-        return (<const int32_t*>data)[i] if is_signed else (<const uint32_t*>data)[i]
+        return (<const uint32_t*>data)[i]
     if width == 2:
-        return (<const int16_t*>data)[i] if is_signed else (<const uint16_t*>data)[i]
-    return (<const int8_t*>data)[i] if is_signed else (<const uint8_t*>data)[i]
+        return (<const uint16_t*>data)[i]
+    return (<const uint8_t*>data)[i]
 
 
 cdef inline bint bytes_at(const BytesColumn* c, Py_ssize_t row, const uint8_t** data, Py_ssize_t* size) noexcept nogil:
