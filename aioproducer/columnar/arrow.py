@@ -18,7 +18,7 @@ import struct
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..models import Header
-from . import cdata, layout
+from . import cdata, layout, schema
 from .export import PureInt64Array
 
 __all__ = [
@@ -95,8 +95,8 @@ def _values_reader(values: cdata.BytesArray, rows: int) -> Any:
     """A function reading row j (0 <= j < rows) of a plain binary-like array: its bytes, or None for null."""
     bitmap = _bitmap(values.validity or 0, values.offset, rows)
     kind, first = values.layout, values.offset
-    if kind in (layout.LAYOUT_OFFSETS32, layout.LAYOUT_OFFSETS64):
-        width = 4 if kind == layout.LAYOUT_OFFSETS32 else 8
+    if kind in (schema.LAYOUT_OFFSETS32, schema.LAYOUT_OFFSETS64):
+        width = 4 if kind == schema.LAYOUT_OFFSETS32 else 8
         offsets = cdata.integers(values.offsets + first * width, rows + 1 if rows else 0, "i" if width == 4 else "q")
         data = values.data
 
@@ -106,7 +106,7 @@ def _values_reader(values: cdata.BytesArray, rows: int) -> Any:
             start = offsets[row]
             return ctypes.string_at(data + start, offsets[row + 1] - start)
 
-    elif kind == layout.LAYOUT_VIEWS:
+    elif kind == schema.LAYOUT_VIEWS:
         views, variadic = cdata.memory(values.offsets + first * 16, rows * 16), values.variadic
 
         def read(row: int) -> bytes | None:

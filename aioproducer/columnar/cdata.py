@@ -98,7 +98,7 @@ class BytesArray(ctypes.Structure):
         ("offsets", c_void_p),  # int32 / int64 offsets, or the 16-byte views
         ("data", c_void_p),  # the data buffer (offsets, fixed-size layouts)
         ("variadic", c_void_p),  # `const uint8_t* const*`: the views' data buffers
-        ("layout", c_int32),  # layout.LAYOUT_*
+        ("layout", c_int32),  # schema.LAYOUT_*
         ("fixed_size", c_int32),
     ]
 

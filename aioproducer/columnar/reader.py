@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any, NamedTuple
 
 from ..errors import InvalidTableError
-from . import arrow, cdata, layout
+from . import arrow, cdata, layout, schema
 
 __all__ = ["ArrowReader", "ColumnBatch"]
 
@@ -150,11 +150,11 @@ class ArrowReader:
         roles = {"key": key, "value": value, "topic": topic, "partition": partition, "timestamp": timestamp}
         roles["headers"] = headers
         try:
-            schema = self._source.take_schema()
+            exported = self._source.take_schema()
             try:
-                self._plan = layout.plan_table(schema, roles)
+                self._plan = schema.plan_table(exported, roles)
             finally:
-                cdata.release(schema)
+                cdata.release(exported)
         except BaseException:
             self.close()
             raise
@@ -184,7 +184,7 @@ class ArrowReader:
     def _read(self, owner: _Batch) -> ColumnBatch:
         try:
             _, length = layout.check_batch(owner.array, self._plan)
-            views: dict[str, Any] = dict.fromkeys(layout.ROLES)
+            views: dict[str, Any] = dict.fromkeys(schema.ROLES)
             twin = self._twin
             for column in self._plan.columns:
                 described = layout.bind_column(owner.array, column, twin.kernels)

@@ -149,15 +149,18 @@ class Ledger:
     def keep(self, *objects: Any) -> None:
         self._keep.extend(objects)
 
-    def unreleased(self) -> list[str]:
-        return [what for ident, what in self.made.items() if self.released[ident] == 0]
+    def unreleased(self, *, children: bool = False) -> list[str]:
+        """The structures whose release never ran: the base ones handed out (their children too, if asked)."""
+        return [
+            what for ident, what in self.made.items() if self.released[ident] == 0 and (children or "." not in what)
+        ]
 
     def released_twice(self) -> list[str]:
         return [self.made[ident] for ident, count in self.released.items() if count > 1]
 
     def assert_clean(self) -> None:
         assert self.released_twice() == [], f"released more than once: {self.released_twice()}"
-        assert self.unreleased() == [], f"never released: {self.unreleased()}"
+        assert self.unreleased(children=True) == [], f"never released: {self.unreleased(children=True)}"
 
 
 def _address(ledger: Ledger, buffer: bytes | int | None) -> int | None:
