@@ -3,7 +3,7 @@ Arrow table without a Python object per row, and handing int64 results back as A
 
 `ArrowReader` reads any exporter of the Arrow PyCapsule interface batch by batch; its `ColumnBatch`es hold column
 views whose accessors both twins share (the compiled one also as `cdef` functions: `_arrow.pxd`). `Int64Array`
-exports per-row results. The rules (accepted types, checks, null semantics) are in `layout`.
+exports per-row results. The rules are in `schema` (accepted types) and `layout` (buffer checks, null semantics).
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import os
+import subprocess
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -97,3 +100,13 @@ def test_a_cython_caller_builds_an_int64_array(walker: ModuleType) -> None:
     assert pa.array(offsets).to_pylist() == [None, 10, 20, 30, None, 50, 60, 70, None, 90]
     assert offsets.null_count == 3 and offsets.name == "offset"
     assert pa.array(walker.offsets_with_gaps(3, 0)).to_pylist() == [0, 10, 20]
+
+
+def test_the_compiled_twin_is_chosen_unless_the_environment_says_otherwise() -> None:
+    code = "from aioproducer.columnar import arrow; print(arrow.IMPLEMENTATION.name, arrow.BytesColumnView.__module__)"
+    chosen = {}
+    for setting in ("", "1"):
+        environment = {**os.environ, "AIOPRODUCER_NO_EXTENSIONS": setting}
+        done = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True)
+        chosen[setting] = done.stdout.split()
+    assert chosen == {"": ["compiled", "aioproducer.columnar._arrow"], "1": ["pure", "aioproducer.columnar.arrow"]}
