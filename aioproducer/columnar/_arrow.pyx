@@ -448,6 +448,10 @@ cdef class Int64Array:
 
 
 cdef int int64_array_allocate(Int64Array array, Py_ssize_t length) except -1:
+    free(array.values)  # a second __init__ starts over
+    free(array.validity)
+    array.validity = NULL
+    array.null_count = 0
     array.values = <int64_t*>calloc(max(length, 1), sizeof(int64_t))
     if array.values == NULL:
         raise MemoryError()

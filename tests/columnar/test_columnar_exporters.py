@@ -182,6 +182,21 @@ def test_pyarrow_record_batch_reader_and_batches(twin: arrow.Implementation) -> 
     check(batches[2].slice(3, 9), pa.Table.from_batches([batches[2].slice(3, 9)]), twin)
 
 
+def test_pyarrow_extension_types_read_as_their_storage(twin: arrow.Implementation) -> None:
+    ids = pa.array([bytes(range(16)), None, b"\xff" * 16], pa.binary(16))
+    documents = pa.array(['{"a": 1}', None, "[]"])
+    table = pa.table(
+        {
+            "k": pa.ExtensionArray.from_storage(pa.uuid(), ids),
+            "v": pa.ExtensionArray.from_storage(pa.json_(), documents),
+        }
+    )
+    assert read_all(table, twin, key="k", value="v") == {
+        "key": [bytes(range(16)), None, b"\xff" * 16],
+        "value": [b'{"a": 1}', None, b"[]"],
+    }
+
+
 class OnlyArray:
     """An exporter with `__arrow_c_array__` alone (a record batch or a struct array)."""
 
