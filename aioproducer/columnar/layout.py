@@ -53,6 +53,7 @@ __all__ = [
 # Rows (offset + length) beyond this cannot describe memory (2^48 rows of even 1 bit exceed any address space), and
 # staying below it keeps the accessors' int64 index and byte arithmetic from overflowing.
 _MAX_EXTENT = 1 << 48
+_MAX_VARIADIC = 1 << 20  # a views array with more data buffers than this is not one we could have been handed
 
 
 class Kernels(NamedTuple):
@@ -106,7 +107,7 @@ def _node(
     offset = array.offset + parent_offset
     if offset + max(array.length, parent_length) > _MAX_EXTENT:
         raise InvalidTableError(f"{where}: offset {offset} and length {array.length} lie beyond any memory")
-    if array.n_buffers != n_buffers and not (more_buffers and array.n_buffers > n_buffers):
+    if array.n_buffers != n_buffers and not (more_buffers and n_buffers < array.n_buffers <= _MAX_VARIADIC):
         wanted = f"at least {n_buffers}" if more_buffers else str(n_buffers)
         raise InvalidTableError(f"{where}: {array.n_buffers} buffers where its layout has {wanted}")
     if array.n_children != n_children:
@@ -210,7 +211,7 @@ def _bind_bytes(
         raise InvalidTableError(f"{where}: a dictionary-encoded array without its dictionary")
     dictionary = node.array.dictionary.contents
     size = max(dictionary.length, 0)
-    values = _bind_values(node.array.dictionary, kind, f"{where}'s dictionary", 0, size, 0, size, kernels)
+    values = _bind_values(node.array.dictionary, kind, f"the dictionary of {where}", 0, size, 0, size, kernels)
     if rows:
         first, width = node.offset + start, kind.index_width
         bad = kernels.first_bad_index(
@@ -243,15 +244,14 @@ def _bind_headers(
     _check_offsets(node, offsets, 0, length, width, kernels, where)
     first = _read_int(offsets, node.offset, width) if length else 0
     last = _read_int(offsets, node.offset + length, width) if length else 0
-    entries = _node(node.array.children[0], f"{where}'s entries", 0, 0, 1, 2)
+    entries = _node(node.array.children[0], f"the entries of {where}", 0, 0, 1, 2)
     if last > entries.array.length:
         raise InvalidTableError(f"{where}: its offsets reach entry {last}, but it holds {entries.array.length}")
     e, size = entries.offset, entries.array.length
     children = entries.array.children
-    keys = _bind_bytes(children[kind.key_position], kind.key, f"{where}'s header keys", e, size, first, last, kernels)
-    values = _bind_bytes(
-        children[kind.value_position], kind.value, f"{where}'s header values", e, size, first, last, kernels
-    )
+    keys_at, values_at = children[kind.key_position], children[kind.value_position]
+    keys = _bind_bytes(keys_at, kind.key, f"the header keys of {where}", e, size, first, last, kernels)
+    values = _bind_bytes(values_at, kind.value, f"the header values of {where}", e, size, first, last, kernels)
     return cdata.HeadersColumn(node.offset, length, node.validity, offsets or cdata.EMPTY_ADDRESS, width, 0, e,
                                entries.validity, keys, values)  # fmt: skip
 

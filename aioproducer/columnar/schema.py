@@ -143,7 +143,7 @@ def _read_field(schema: cdata.ArrowSchema, where: str, depth: int) -> Field:
     return Field(name, fmt, tuple(children), dictionary)
 
 
-def _bytes_type(field: Field, where: str, *, text: bool) -> BytesType:
+def _bytes_type(field: Field, where: str, *, text: bool, are: bool = False) -> BytesType:
     index_width, index_signed = 0, False
     values = field
     if field.dictionary is not None:
@@ -160,7 +160,8 @@ def _bytes_type(field: Field, where: str, *, text: bool) -> BytesType:
             return BytesType(_PLAIN_BYTES[fmt], 0, index_width, index_signed)
         if fmt.startswith("w:") and fmt[2:].isdigit() and int(fmt[2:]) < 1 << 31:
             return BytesType(LAYOUT_FIXED, int(fmt[2:]), index_width, index_signed)
-    raise InvalidTableError(f"{where} is {_type_name(field)}; it must be {kinds}{_OR_DICTIONARY}")
+    verb, must = ("are", "they must") if are else ("is", "it must")
+    raise InvalidTableError(f"{where} {verb} {_type_name(field)}; {must} be {kinds}{_OR_DICTIONARY}")
 
 
 def _column_type(role: str, field: Field, where: str) -> BytesType | IntType | HeadersType:
@@ -200,8 +201,8 @@ def _headers_type(field: Field, where: str) -> HeadersType:
         if sorted(names) != ["key", "value"]:
             raise InvalidTableError(f"{where} holds structs with fields {names}; header structs need 'key' and 'value'")
         key_position, value_position = names.index("key"), names.index("value")
-    key = _bytes_type(entries.children[key_position], f"{where}'s header keys", text=True)
-    value = _bytes_type(entries.children[value_position], f"{where}'s header values", text=False)
+    key = _bytes_type(entries.children[key_position], f"the header keys of {where}", text=True, are=True)
+    value = _bytes_type(entries.children[value_position], f"the header values of {where}", text=False, are=True)
     return HeadersType(8 if field.format == "+L" else 4, key_position, value_position, key, value)
 
 

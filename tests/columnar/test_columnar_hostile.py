@@ -129,6 +129,11 @@ BAD_COLUMNS = {
         "but the array has 0",
     ),
     "NULL views": (binary([], "vz"), Node("vz", 1, [None, None, i64()]), "the views buffer is NULL"),
+    "a billion data buffers": (
+        binary([], "vz"),
+        Node("vz", 1, [None, inline_view(b"a"), i64()], n_buffers=10**9),
+        "1000000000 buffers where its layout has at least 3",
+    ),
     "NULL buffer sizes": (binary([], "vz"), Node("vz", 1, [None, inline_view(b"a"), b"x", None]), "sizes of its 1"),
     "NULL variadic buffer": (
         binary([], "vz"),
@@ -164,7 +169,7 @@ BAD_COLUMNS = {
     "broken dictionary": (
         Node("c", 0, dictionary=words()),
         Node("c", 1, [None, i8(0)], dictionary=Node("u", 2, [None, i32(0, 4, 2), b"calm"])),
-        "the key column 'c''s dictionary: offsets go from 4 to 2",
+        "the dictionary of the key column 'c': offsets go from 4 to 2",
     ),
 }
 
@@ -240,11 +245,11 @@ HEADER_CASES = {
     ),
     "keys shorter than their entries": (
         headers(entries(binary([b"k"], "u"), binary([b"v", b"w"]), 2), i32(0, 2), 1),
-        "header keys: 1 rows, shorter than its parent's 2",
+        "the header keys of the headers column 'h': 1 rows, shorter than its parent's 2",
     ),
     "entries with a missing child": (
         Node("+l", 1, [None, i32(0, 1)], [Node("+s", 1, [None], [binary([b"k"], "u")])]),
-        "entries: 1 children where its layout has 2",
+        "the entries of the headers column 'h': 1 children where its layout has 2",
     ),
     "a map with no entries child": (Node("+m", 1, [None, i32(0, 0)], [], n_children=0), "0 children where"),
 }
@@ -397,8 +402,8 @@ TYPE_ERRORS = [
     ({"timestamp": "c"}, pa.array([1], pa.date32()), "is date32"),
     ({"headers": "c"}, pa.array([[b"x"]]), "the headers column 'c' holds binary entries; it must be a list of struct"),
     ({"headers": "c"}, pa.array([[{"k": "a", "v": b"b"}]]), "holds structs with fields ['k', 'v']; header structs"),
-    ({"headers": "c"}, pa.array([[{"key": b"a", "value": b"b"}]]), "the headers column 'c''s header keys is binary"),
-    ({"headers": "c"}, pa.array([[{"key": "a", "value": 1}]]), "the headers column 'c''s header values is int64"),
+    ({"headers": "c"}, pa.array([[{"key": b"a", "value": b"b"}]]), "header keys of the headers column 'c' are binary"),
+    ({"headers": "c"}, pa.array([[{"key": "a", "value": 1}]]), "the header values of the headers column 'c' are int64"),
     ({"headers": "c"}, pa.array([{"key": "a", "value": b"b"}]), "the headers column 'c' is struct; it must be a list"),
     ({"key": "c"}, pa.array([[b"x"]]), "the key column 'c' is list;"),
 ]
