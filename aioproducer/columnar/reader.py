@@ -122,7 +122,9 @@ class _Source:
 
 class ArrowReader:
     """The producer's columns of a table, batch by batch. Name the columns to read by role; types are checked now
-    (`InvalidTableError` naming the column), each batch's buffers when it is read.
+    (`InvalidTableError` naming the column), each batch's buffers when it is read: a stream's later batch can still
+    be refused after earlier ones were handed out (no stream can be checked whole without being read whole). Any
+    error closes the reader.
 
     key, value: binary or string columns (any Arrow layout, dictionary-encoded or not). topic: a string column.
     partition: an integer column. timestamp: int64 epoch milliseconds, an Arrow timestamp or date64. headers: a
@@ -147,8 +149,14 @@ class ArrowReader:
         self._data: object = data  # some exporters' streams depend on the exporting object staying alive
         self._source: _Source | None = None
         self._source = _Source(data)
-        roles = {"key": key, "value": value, "topic": topic, "partition": partition, "timestamp": timestamp}
-        roles["headers"] = headers
+        roles = {
+            "key": key,
+            "value": value,
+            "topic": topic,
+            "partition": partition,
+            "timestamp": timestamp,
+            "headers": headers,
+        }
         try:
             exported = self._source.take_schema()
             try:
