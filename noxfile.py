@@ -155,7 +155,12 @@ def profile(session: nox.Session) -> None:
 def ensure_native_codecs(session: nox.Session) -> None:
     """The batch pipeline's compiled twin calls lz4, zstd and snappy in C when their headers are there at build time
     (else those codecs compress on the event loop): install Debian's -dev packages for the missing ones, when we may."""
-    headers = {"lz4frame.h": "liblz4-dev", "zstd.h": "libzstd-dev", "snappy-c.h": "libsnappy-dev", "zlib.h": "zlib1g-dev"}
+    headers = {
+        "lz4frame.h": "liblz4-dev",
+        "zstd.h": "libzstd-dev",
+        "snappy-c.h": "libsnappy-dev",
+        "zlib.h": "zlib1g-dev",
+    }
     missing = [package for header, package in headers.items() if not os.path.exists(f"/usr/include/{header}")]
     if missing and shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
         session.run("apt-get", "update", "-qq", external=True)

@@ -29,6 +29,7 @@ PURE = [
     "transactions_state",
     "transactions_verdicts",
     "transactions_group",
+    "columnar",
 ]
 IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 # Each layer may import only from the layers listed after it (and from errors / kafka_errors, below everything).
@@ -45,7 +46,7 @@ LAYERS = [
     ["security"],
     ["accumulator", "metrics_fold", "compression_pacing", "bulk_deliveries"],
     ["delivery", "hooks", "metrics"],
-    ["transactions_state", "transactions_verdicts", "batch"],
+    ["transactions_state", "transactions_verdicts", "batch", "columnar"],
     ["metadata", "node_states", "idempotence", "partitioner", "validation", "models", "transactions_group"],
     ["buffer_pool"],
     ["records"],
