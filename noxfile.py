@@ -114,6 +114,7 @@ def bench(session: nox.Session) -> None:
         "opentelemetry-sdk",
         "aiokafka",
         "kafka-python",
+        "python-snappy",  # kafka-python's snappy codec
         "confluent-kafka",
         "matplotlib",
         "pyarrow",

@@ -124,5 +124,6 @@ def read_sample(
 
 def delete_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> None:
     """Delete `topic` and wait for the controller to accept it (the broker removes the files in the background)."""
-    admin: Any = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    # log_level 3: errors only (its handle otherwise logs an informational line when it is destroyed).
+    admin: Any = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     admin.delete_topics([topic], operation_timeout=timeout_s, request_timeout=timeout_s)[topic].result(timeout_s)

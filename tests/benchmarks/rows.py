@@ -204,10 +204,13 @@ def runs_of(
     """Each work the rows need, in order, with the idioms that run it (each once, however many rows share it).
 
     `clients` narrows to some adapters; `available` is what this build of aioproducer offers (an idiom whose
-    `needs` is missing is left out).
+    `needs` is missing is left out, and so is a row whose own idiom is).
     """
     works: dict[str, tuple[Work, list[Idiom]]] = {}
     for row in rows:
+        needs = IDIOMS[row.ours].needs
+        if needs and needs not in available:
+            continue  # without our idiom the row compares nothing: its peers are not run for it either
         _, idioms = works.setdefault(row.work.name, (row.work, []))
         for name in row.idioms():
             idiom = IDIOMS[name]
