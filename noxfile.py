@@ -147,9 +147,8 @@ def bench(session: nox.Session) -> None:
     # The Spark section (tests/benchmarks/spark_bench.py), with the newest Spark that both PyPI (pyspark) and Maven
     # Central (its Kafka connector) serve: Spark's JVM sink and aioproducer.spark, warm and cold, batch and
     # streaming, on a real Kafka node; what Spark alone costs; the producer cache. Writes results/spark.md.
-    session.install("-e", ".[spark,testing]")
     spark = session.run("python", "-m", "tests.benchmarks.spark_bench", "version", silent=True)
-    session.install(f"pyspark=={str(spark).strip().splitlines()[-1]}")
+    session.install("-e", ".[spark,testing]", f"pyspark=={str(spark).strip().splitlines()[-1]}")
     session.run("python", "-m", "tests.benchmarks.spark_bench", "all", *quick)
 
 
