@@ -208,7 +208,8 @@ def peer_sections(meta: dict[str, Any], runs: list[Run]) -> list[str]:
         "",
     ]
     for table in tables:
-        lines += [f"### {BATCHING_TITLES[table.batching].capitalize()}", "", *_headline(table, rows), ""]
+        title = BATCHING_TITLES[table.batching]
+        lines += [f"### {title[0].upper()}{title[1:]}", "", *_headline(table, rows), ""]
     for table in tables:
         lines += [
             f"### Every idiom, {BATCHING_TITLES[table.batching]}: speed and cost",
