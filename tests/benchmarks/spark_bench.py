@@ -64,7 +64,9 @@ NAN = float("nan")
 
 
 def cpu_of_tree(root: int, exclude: set[int] | frozenset[int] = frozenset()) -> float:
-    """CPU seconds used so far by `root`'s live descendants, leaving out the subtrees of `exclude`."""
+    """CPU seconds used so far by `root`'s live descendants, leaving out the subtrees of `exclude`: each one's own
+    (utime + stime, every thread) and that of its children which have exited and been reaped (cutime + cstime: a
+    Python worker that ends between two samples still counts)."""
     children: dict[int, list[int]] = {}
     usage: dict[int, float] = {}
     for entry in os.listdir("/proc"):
@@ -76,7 +78,7 @@ def cpu_of_tree(root: int, exclude: set[int] | frozenset[int] = frozenset()) -> 
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
-        usage[int(entry)] = (int(fields[11]) + int(fields[12])) / _TICKS
+        usage[int(entry)] = sum(int(tick) for tick in fields[11:15]) / _TICKS
     total, todo = 0.0, [pid for pid in children.get(root, []) if pid not in exclude]
     while todo:
         pid = todo.pop()
@@ -92,7 +94,9 @@ class Meter:
         self.broker_pids = broker_pids
 
     def sample(self) -> tuple[float, float, float]:
-        client = cpu_of_tree(os.getpid(), self.broker_pids) + time.process_time()
+        own = os.times()  # this driver, and its children that exited (a cold run's process, once reaped)
+        client = cpu_of_tree(os.getpid(), self.broker_pids) + own.user + own.system
+        client += own.children_user + own.children_system
         broker = sum(cpu_of_tree(pid) + _own_cpu(pid) for pid in self.broker_pids)
         return time.perf_counter(), client, broker
 
