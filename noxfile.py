@@ -105,7 +105,8 @@ def bench(session: nox.Session) -> None:
     all, 3 alternating rounds; then latency, loop lag, memory and the ways of waiting; the pure-Python twins; the
     cost of observing; asyncio's floors; and Spark's JVM sink warm and cold against aioproducer.spark. Writes
     tests/benchmarks/results/. `-- --quick` is a smoke run of a few minutes (small counts, one round, the Spark
-    comparison alone); the full run takes about two hours on 2 cores."""
+    comparison alone); the full run, not yet timed with these peers, should take one and a half to two hours on
+    2 cores."""
     ensure_java_and_maven(session, jdk=True)
     ensure_native_codecs(session)
     session.install(

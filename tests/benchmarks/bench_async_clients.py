@@ -126,7 +126,10 @@ class AioproducerClient:
     async def table(self, table: Any) -> None:
         """Publish a whole table (anything with the Arrow PyCapsule interface) with `send_table`, its `value`
         column as the records' values, no key."""
-        await self.producer.send_table(table, topic=self.topic, value="value")  # type: ignore[attr-defined]
+        report = await self.producer.send_table(table, topic=self.topic, value="value")  # type: ignore[attr-defined]
+        failed = getattr(report, "failed", 0)  # the report counts failed rows (a TableReport)
+        if failed:
+            raise RuntimeError(f"{failed} row(s) failed: {getattr(report, 'failures', ())!r}"[:2000])
 
     async def callback(self, values: Sequence[bytes], keys: Sequence[bytes] | None) -> int:
         settled = Settled(len(values))
