@@ -30,5 +30,9 @@ def compiled_twin(name: str) -> ModuleType | None:
         return None
 
 
-# Whether the compiled hot path runs: the record builder is the twin every other twin builds on.
-COMPILED = compiled_twin("aioproducer.records._builder") is not None
+def __getattr__(name: str) -> bool:
+    """`COMPILED`: whether the compiled hot path runs (the record builder is the twin every other twin builds on).
+    Answered when first asked, not at import: the twins themselves import this module while they load."""
+    if name == "COMPILED":
+        return compiled_twin("aioproducer.records._builder") is not None
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

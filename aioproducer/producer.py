@@ -18,12 +18,14 @@ from .accumulator import RecordAccumulator
 from .appender import RECORD_MEMORY_OVERHEAD, Appender, PreparedRecord
 from .bulk_deliveries import BulkDeliveries, wait_all
 from .cluster import Cluster, monotonic_ms
+from .columnar.reader import ArrowReader
 from .compression import CompressionType
 from .config import ProducerConfig
 from .delivery import BatchOutcome, Delivery, resolve
 from .errors import (
     AioProducerError,
     InvalidRecordError,
+    InvalidTableError,
     KafkaTimeoutError,
     ProducerClosedError,
     TransactionStateError,
@@ -35,13 +37,16 @@ from .idempotence import IdempotenceState
 from .memory import MemoryWaiters
 from .metadata import TopicInfo
 from .metrics import MetricsSnapshot
-from .models import ProducerRecord, RecordMetadata
+from .models import ProducerRecord, RecordMetadata, TableReport
 from .observer import Observer, new_observer
 from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
 from .record_hooks import RecordHooks
 from .records.layout import BATCH_HEADER_SIZE
 from .sender import Sender
 from .serializers import RecordSerializer, resolve_serializer
+from .table_appender import TableAppender
+from .table_deliveries import TableDeliveries
+from .table_records import send_table_as_records
 from .transactions import BatchHooks, TransactionManager
 from .transactions_api import TransactionalMethods
 from .validation import check_topic
@@ -139,6 +144,7 @@ class Producer(TransactionalMethods):
         if self.config.transactional_id is not None:
             self._txn = self._new_transaction_manager(idempotence)
         self._appender = self._new_appender()
+        self._table_appender = self._new_table_appender()
         self._task = self._loop.create_task(self._sender.run(), name="aioproducer-sender")
         self._task.add_done_callback(self._on_sender_exit)
         self._state = _RUNNING
@@ -182,6 +188,21 @@ class Producer(TransactionalMethods):
             value_serializer=resolve_serializer(cfg.value_serializer),
             plain_bytes_keys=cfg.key_serializer in (None, "bytes"),
             plain_bytes_values=cfg.value_serializer in (None, "bytes"),
+            max_record_bytes=min(cfg.max_request_size - BATCH_HEADER_SIZE, cfg.buffer_memory - RECORD_MEMORY_OVERHEAD),
+            size_limit_message=(
+                f"larger than max_request_size={cfg.max_request_size} / buffer_memory={cfg.buffer_memory}"
+            ),
+            clock_ms=monotonic_ms,
+            wake_sender=self._sender.wake,
+        )
+
+    def _new_table_appender(self) -> TableAppender:
+        cfg = self.config
+        return TableAppender(
+            accumulator=self._accumulator,
+            pool=self._accumulator.pool,
+            cluster_state=self._cluster.state,
+            partitioner=self._partitioner,
             max_record_bytes=min(cfg.max_request_size - BATCH_HEADER_SIZE, cfg.buffer_memory - RECORD_MEMORY_OVERHEAD),
             size_limit_message=(
                 f"larger than max_request_size={cfg.max_request_size} / buffer_memory={cfg.buffer_memory}"
@@ -478,6 +499,116 @@ class Producer(TransactionalMethods):
                 await outcome.wait()
         results: list[RecordMetadata | BaseException] = bulk.results(resolve)
         return RecordSerializer.merge(results, refused) if refused else results
+
+    async def send_table(
+        self,
+        data: Any,
+        *,
+        topic: str | None = None,
+        topic_column: str | None = None,
+        key: str | None = None,
+        value: str | None = None,
+        headers: str | None = None,
+        partition: str | None = None,
+        timestamp: str | None = None,
+        offsets: bool = False,
+    ) -> TableReport:
+        """Send every row of a table as a record, and wait until each is delivered or failed; one `TableReport`.
+
+        `data` is anything that speaks the Arrow PyCapsule interface (a pyarrow Table, RecordBatch or
+        RecordBatchReader, a polars or pandas DataFrame, a DuckDB result, ...): its buffers are read in place,
+        batch by batch, and no Python object is made per row. Name the columns by role: `key` and `value` (binary
+        or string, null meaning null), `headers` (a list of struct<key: string, value: binary>, or a map),
+        `partition` (integers; null lets the partitioner choose), `timestamp` (epoch milliseconds, or an Arrow
+        timestamp; null: now); one `topic` for every row, or a `topic_column`. Columns hold the records' bytes
+        (strings as their UTF-8): the producer's serializers, made for Python values, do not apply.
+
+        A column that cannot be used (missing, of the wrong type, shorter than the table) raises InvalidTableError
+        naming it, before anything is sent. A row that cannot be sent (too large, a null or invalid topic, a bad
+        header key, a negative partition or timestamp, a partition the topic lacks) fails alone: the report lists
+        failed rows by error. With `offsets=True` the report holds each row's offset, as an Arrow array.
+
+        As `send_many`: idempotence, per-partition order and transactions hold; `buffer_memory` bounds what is
+        buffered (a larger table streams through it); the last batches go out at once rather than after linger_ms.
+        Cancelling stops reading the table (rows already buffered are still delivered); once the producer starts
+        closing, rows not yet buffered fail with ProducerClosedError and the table is read no further. With record
+        hooks (or OpenTelemetry's) every row is shown to them, as a ProducerRecord: that path is send_many's.
+        """
+        if self._state != _RUNNING:
+            raise self._closed_error()
+        if (topic is None) == (topic_column is None):
+            raise InvalidTableError(
+                "send_table takes one topic for every row (topic=) or a topic column (topic_column=)"
+            )
+        if topic is not None:
+            check_topic(topic)
+        if self._txn is not None:
+            self._txn.check_send()
+        reader = ArrowReader(
+            data, key=key, value=value, topic=topic_column, partition=partition, timestamp=timestamp, headers=headers
+        )
+        if self._record_hooks is not None:
+            return await send_table_as_records(reader, topic, self.send_many, offsets)
+        return await self._send_table(reader, topic, offsets)
+
+    async def _send_table(self, reader: ArrowReader, topic: str | None, offsets: bool) -> TableReport:
+        appender = self._table_appender
+        deliveries = TableDeliveries(offsets)
+        rows = 0
+        with reader:
+            for columns in reader:
+                start, waited = 0, False
+                while start < columns.num_rows:
+                    stop = self._refusal()
+                    if stop is not None:  # closing, or the transaction ended: this batch's rest fails, no more is read
+                        for row in range(start, columns.num_rows):
+                            deliveries.refuse(rows + row, stop)
+                        return await self._table_report(deliveries, rows + columns.num_rows)
+                    wait = appender.append_rows(
+                        columns, start, rows, topic, int(time.time() * 1000), deliveries, _YIELD_AFTER_BYTES, waited
+                    )
+                    if wait is None:
+                        break
+                    start, waited = wait.row, False
+                    if not wait.topic:  # buffered enough without yielding: let the sender and other tasks run
+                        appender.unyielded_bytes = 0
+                        await asyncio.sleep(0)
+                        continue
+                    try:
+                        await self._wait_to_append(wait.topic, wait.partition, wait.memory)
+                        waited = True
+                    except AioProducerError as exc:  # metadata or memory did not come within max_block_ms
+                        deliveries.refuse(rows + start, exc)
+                        start += 1
+                rows += columns.num_rows
+        return await self._table_report(deliveries, rows)
+
+    async def _table_report(self, deliveries: TableDeliveries, rows: int) -> TableReport:
+        # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
+        with self._sending_at_once():
+            await deliveries.settled()
+        return deliveries.report(rows)
+
+    async def _wait_to_append(self, topic: str, partition: int | None, memory: int) -> None:
+        """Wait for what a row needs before it is buffered: its topic's metadata (a partition beyond the known ones
+        included), or `memory` bytes of buffer memory; together bounded by `max_block_ms`."""
+        deadline = self._loop.time() + self.config.max_block_ms / 1000
+        info = self._cluster.metadata.topics.get(topic)
+        if info is None or not info.num_partitions or (partition is not None and partition >= info.num_partitions):
+            info = await self._wait_for_topic(topic, partition)
+        if memory and (self._memory_waiters or not self._accumulator.has_room(memory)):
+            await self._observer.timed_memory_wait(self._memory_waiters.wait(memory, deadline))
+
+    def _refusal(self) -> AioProducerError | None:
+        """Why no more records may be buffered now (the producer is closing, or the transaction ended), if so."""
+        if self._state != _RUNNING:
+            return self._closed_error()
+        if self._txn is not None:
+            try:
+                self._txn.check_send()
+            except AioProducerError as exc:
+                return exc
+        return None
 
     async def wait(self, deliveries: Iterable[Any]) -> list[RecordMetadata | BaseException]:
         """Wait for many records' deliveries; one result per item, in order: its `RecordMetadata` or the exception

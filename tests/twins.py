@@ -13,8 +13,18 @@ from types import ModuleType
 
 import pytest
 
-from aioproducer import appender, batch, buffer_pool, bulk_deliveries, delivery, partitioner
+from aioproducer import (
+    appender,
+    batch,
+    buffer_pool,
+    bulk_deliveries,
+    delivery,
+    partitioner,
+    table_appender,
+    table_deliveries,
+)
 from aioproducer.accelerated import COMPILED, compiled_twin
+from aioproducer.columnar import arrow
 from aioproducer.records import builder, pipeline
 
 TWINS = ["pure", "compiled"] if COMPILED else ["pure"]
@@ -29,6 +39,8 @@ TWINNED: list[tuple[ModuleType, str, tuple[str, ...]]] = [
     (bulk_deliveries, "aioproducer._bulk_deliveries", ("BulkDeliveries",)),
     (appender, "aioproducer._appender", ("Appender",)),
     (pipeline, "aioproducer.records._pipeline", ("BatchPipeline",)),
+    (table_deliveries, "aioproducer._table_deliveries", ("TableDeliveries",)),
+    (table_appender, "aioproducer._table_appender", ("TableAppender",)),
 ]
 
 # Modules that imported a twinned name (`from .delivery import Delivery`): their copies are switched too.
@@ -40,6 +52,7 @@ IMPORTERS = [
     "aioproducer.observer",
     "aioproducer.records",
     "aioproducer.sender",
+    "aioproducer.table_appender",
     "aioproducer.testing.mock_producer",
 ]
 
@@ -74,3 +87,6 @@ def use_twin(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
             replacement = swap.get(id(value))
             if replacement is not None and replacement is not value:
                 monkeypatch.setattr(module, attribute, replacement)
+    # The columnar views pick their twin through `arrow.IMPLEMENTATION` (the readers ask it when they start).
+    implementation = arrow.COMPILED if kind == "compiled" else arrow.PURE
+    monkeypatch.setattr(arrow, "IMPLEMENTATION", implementation)
