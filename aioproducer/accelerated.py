@@ -15,7 +15,7 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["COMPILED", "EXTENSIONS_DISABLED", "compiled_twin"]
+__all__ = ["EXTENSIONS_DISABLED", "compiled_twin"]  # and COMPILED, answered when asked (see __getattr__)
 
 EXTENSIONS_DISABLED = bool(os.environ.get("AIOPRODUCER_NO_EXTENSIONS"))
 
