@@ -16,6 +16,7 @@ cdef class TableDeliveries:
     cdef _Run _last_run
     cdef Py_ssize_t _delivered
     cdef dict _per_partition
+    cdef dict _ranges
     cdef dict _failures  # (error class, message) -> [error, _Run of (row, 0)]
     cdef bint _offsets_asked
     cdef int64_t* _offsets

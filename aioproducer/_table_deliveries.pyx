@@ -14,6 +14,7 @@ from aioproducer.columnar._arrow cimport Int64Array, int64_array_new, int64_arra
 
 from aioproducer.delivery import resolve
 from aioproducer.models import RowFailures, TableReport
+from aioproducer.table_deliveries import widened
 
 
 cdef int _compare_rows(const void* a, const void* b) noexcept nogil:
@@ -47,6 +48,7 @@ cdef class TableDeliveries:
     def __init__(self, offsets=False):
         self._runs = {}
         self._per_partition = {}
+        self._ranges = {}
         self._failures = {}
         self._offsets_asked = bool(offsets)
 
@@ -109,14 +111,15 @@ cdef class TableDeliveries:
                 else:
                     int64_array_set_null(column, i)
             offsets = column
-        return TableReport(rows, self._delivered, failed, tuple(failures), dict(self._per_partition), offsets)
+        return TableReport(rows, self._delivered, failed, tuple(failures), dict(self._per_partition),
+                           dict(self._ranges), offsets)
 
     def _settled(self, outcome):
         cdef _Run run = self._runs.pop(outcome)
         if outcome is self._last_outcome:
             self._last_outcome = self._last_run = None
         cdef Py_ssize_t i
-        cdef int64_t base
+        cdef int64_t base, low, high
         if outcome.first is not None:  # split: each row waits on the half that carries it
             for i in range(run.count):
                 half, index = resolve(outcome, run.pairs[2 * i + 1])
@@ -127,8 +130,15 @@ cdef class TableDeliveries:
             self._delivered += run.count
             tp = (outcome.topic, outcome.partition)
             self._per_partition[tp] = self._per_partition.get(tp, 0) + run.count
+            base = outcome.base_offset
+            low = high = run.pairs[1]
+            for i in range(1, run.count):
+                if run.pairs[2 * i + 1] < low:
+                    low = run.pairs[2 * i + 1]
+                elif run.pairs[2 * i + 1] > high:
+                    high = run.pairs[2 * i + 1]
+            self._ranges[tp] = widened(self._ranges.get(tp), base, low, high)
             if self._offsets_asked:
-                base = outcome.base_offset
                 if base >= 0:
                     for i in range(run.count):
                         self._set_offset(run.pairs[2 * i], base + run.pairs[2 * i + 1])

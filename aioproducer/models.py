@@ -52,6 +52,10 @@ class RowFailures(NamedTuple):
     error: BaseException
     rows: Int64Array
 
+    def row_numbers(self) -> list[int]:
+        """The failed rows' indices as Python ints (a list as long as the failures)."""
+        return [row for row in self.rows.to_pylist() if row is not None]
+
 
 @dataclass(frozen=True)
 class TableReport:
@@ -59,8 +63,9 @@ class TableReport:
 
     `rows` counts the rows read, `delivered` those acknowledged and `failed` the others (`delivered + failed ==
     rows`); `failures` groups the failed rows by error (its class and message: each distinct error once);
-    `per_partition` counts the delivered rows per (topic, partition); `offsets`, when the call asked for them, is an
-    Arrow int64 array of each row's offset (null for a failed row, or where Kafka tells none: acks=0).
+    `per_partition` counts the delivered rows per (topic, partition), and `offset_ranges` gives the lowest and highest
+    offset they took there (other writers' records may lie between; -1 where Kafka tells none: acks=0); `offsets`,
+    when the call asked for them, is an Arrow int64 array of each row's offset (null for a failed row, or unknown).
     """
 
     rows: int
@@ -68,6 +73,7 @@ class TableReport:
     failed: int
     failures: tuple[RowFailures, ...] = ()
     per_partition: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    offset_ranges: Mapping[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
     offsets: Int64Array | None = None
 
     @property
@@ -78,5 +84,5 @@ class TableReport:
     def raise_first(self) -> None:
         """Raise the error of the first failed row (for callers that want all-or-nothing), if any row failed."""
         if self.failures:
-            first = min(self.failures, key=lambda failure: failure.rows.to_pylist()[0] or 0)
+            first = min(self.failures, key=lambda failure: failure.row_numbers()[0])
             raise first.error

@@ -19,18 +19,19 @@ from .columnar.arrow import Int64Array
 from .delivery import BatchOutcome, resolve
 from .models import RowFailures, TableReport
 
-__all__ = ["PureTableDeliveries", "TableDeliveries"]
+__all__ = ["PureTableDeliveries", "TableDeliveries", "widened"]
 
 
 class TableDeliveries:
     """Rows of one call, in flight and settled. `add` and `refuse` per row; `settled()` once every row is known."""
 
-    __slots__ = ("_delivered", "_failures", "_offsets", "_per_partition", "_runs", "_waiter")
+    __slots__ = ("_delivered", "_failures", "_offsets", "_per_partition", "_ranges", "_runs", "_waiter")
 
     def __init__(self, offsets: bool = False) -> None:
         self._runs: dict[BatchOutcome, array[int]] = {}  # pending outcome -> its rows as (row, index) pairs
         self._delivered = 0
         self._per_partition: dict[tuple[str, int], int] = {}
+        self._ranges: dict[tuple[str, int], tuple[int, int]] = {}  # lowest and highest offset delivered (-1: unknown)
         # (error class, message) -> the first such error and the rows that failed with it
         self._failures: dict[tuple[type[BaseException], str], tuple[BaseException, array[int]]] = {}
         self._offsets: list[int | None] | None = [] if offsets else None
@@ -70,7 +71,9 @@ class TableDeliveries:
             self._offsets.extend([None] * (rows - len(self._offsets)))
             offsets = Int64Array(self._offsets, name="offset")
         failed = sum(len(rows_) for _, rows_ in self._failures.values())
-        return TableReport(rows, self._delivered, failed, failures, dict(self._per_partition), offsets)
+        return TableReport(
+            rows, self._delivered, failed, failures, dict(self._per_partition), dict(self._ranges), offsets
+        )
 
     def _settled(self, outcome: BatchOutcome) -> None:
         run = self._runs.pop(outcome)
@@ -85,8 +88,9 @@ class TableDeliveries:
             self._delivered += count
             tp = (outcome.topic, outcome.partition)
             self._per_partition[tp] = self._per_partition.get(tp, 0) + count
+            base = outcome.base_offset
+            self._ranges[tp] = widened(self._ranges.get(tp), base, min(run[1::2]), max(run[1::2]))
             if self._offsets is not None:
-                base = outcome.base_offset
                 for position in range(0, len(run), 2):
                     self._set_offset(run[position], base + run[position + 1] if base >= 0 else None)
         if not self._runs and self._waiter is not None and not self._waiter.done():
@@ -105,6 +109,16 @@ class TableDeliveries:
             if row >= len(offsets):
                 offsets.extend([None] * (row + 1 - len(offsets)))
             offsets[row] = offset
+
+
+def widened(known: tuple[int, int] | None, base: int, low_index: int, high_index: int) -> tuple[int, int]:
+    """A partition's offset range with a batch's rows added (`base` -1: Kafka told no offset, acks=0)."""
+    if base < 0:
+        return known if known is not None else (-1, -1)
+    low, high = base + low_index, base + high_index
+    if known is None or known[0] < 0:
+        return low, high
+    return min(known[0], low), max(known[1], high)
 
 
 # The compiled twin, when built (see aioproducer.accelerated): the pairs in C arrays, settled in C.

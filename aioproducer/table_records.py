@@ -12,6 +12,7 @@ from .columnar.arrow import Int64Array
 from .columnar.reader import ArrowReader, ColumnBatch
 from .errors import AioProducerError, InvalidRecordError
 from .models import ProducerRecord, RecordMetadata, RowFailures, TableReport
+from .table_deliveries import widened
 
 __all__ = ["send_table_as_records"]
 
@@ -63,6 +64,7 @@ def _record(columns: ColumnBatch, row: int, topic: str | None) -> ProducerRecord
 def _report(results: list[Any], offsets: bool) -> TableReport:
     groups: dict[tuple[type[BaseException], str], tuple[BaseException, list[int]]] = {}
     per_partition: dict[tuple[str, int], int] = {}
+    ranges: dict[tuple[str, int], tuple[int, int]] = {}
     delivered = 0
     for row, result in enumerate(results):
         if isinstance(result, BaseException):
@@ -71,10 +73,11 @@ def _report(results: list[Any], offsets: bool) -> TableReport:
             delivered += 1
             tp = (result.topic, result.partition)
             per_partition[tp] = per_partition.get(tp, 0) + 1
+            ranges[tp] = widened(ranges.get(tp), result.offset, 0, 0)
     failures = tuple(RowFailures(error, Int64Array(rows, name="row")) for error, rows in groups.values())
     column = None
     if offsets:
         column = Int64Array(
             [None if isinstance(r, BaseException) or r.offset < 0 else r.offset for r in results], name="offset"
         )
-    return TableReport(len(results), delivered, len(results) - delivered, failures, per_partition, column)
+    return TableReport(len(results), delivered, len(results) - delivered, failures, per_partition, ranges, column)

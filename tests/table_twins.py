@@ -76,4 +76,5 @@ def run_table(kind: str, table: Any, batch_size: int = 600) -> tuple[Any, ...]:
         report = deliveries.report(first)
         failures = sorted((type(f.error).__name__, str(f.error), pa.array(f.rows).to_pylist()) for f in report.failures)
         offsets = pa.array(report.offsets).to_pylist()
-        return report.rows, report.delivered, failures, dict(report.per_partition), offsets, encoded, used
+        ranges = dict(report.offset_ranges)
+        return report.rows, report.delivered, failures, dict(report.per_partition), ranges, offsets, encoded, used

@@ -72,6 +72,13 @@ async def test_every_row_arrives_once_keyed_to_javas_partition_with_its_headers_
         assert list(record.headers) == ([("n", b"%d" % i)] if i % 3 else [])
     assert sum(report.per_partition.values()) == count
     assert report.per_partition == {(topic, p): sum(1 for r in records if r.partition == p) for p in range(6)}
+    assert report.offset_ranges == {
+        (topic, p): (
+            min(r.offset for r in records if r.partition == p),
+            max(r.offset for r in records if r.partition == p),
+        )
+        for p in range(6)
+    }
     for partition in range(6):  # rows of a partition keep their table order
         values = [r.value for r in sorted(records, key=lambda r: r.offset) if r.partition == partition]
         assert values == [v for v in table["payload"].to_pylist() if by_value[v].partition == partition]
