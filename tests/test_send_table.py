@@ -281,3 +281,14 @@ async def test_inside_a_transaction_only_a_commit_shows_the_rows(kafka_cluster: 
         read_back, kafka_cluster.bootstrap_servers, topic, isolation_level="read_committed"
     )
     assert sorted(r.value for r in committed) == sorted(f"v{i}".encode() for i in range(300))
+
+
+async def test_the_mock_producer_takes_a_table_too() -> None:
+    from aioproducer.testing import MockProducer
+
+    async with MockProducer(topics={"orders": 3}) as mock:
+        report = await mock.send_table(
+            pa.table({"k": ["a", "b"], "v": [b"1", b"2"]}), topic="orders", key="k", value="v"
+        )
+    assert report.ok and report.delivered == 2
+    assert [(r.key, r.value) for r in mock.history()] == [(b"a", b"1"), (b"b", b"2")]

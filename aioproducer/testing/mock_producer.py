@@ -25,11 +25,13 @@ from typing import Any
 from aioproducer.appender import RECORD_MEMORY_OVERHEAD, PreparedRecord, PureAppender
 from aioproducer.buffer_pool import PureBufferPool
 from aioproducer.bulk_deliveries import BulkDeliveries
+from aioproducer.columnar.reader import ArrowReader
 from aioproducer.config import ProducerConfig
 from aioproducer.delivery import Delivery, resolve
 from aioproducer.errors import (
     AioProducerError,
     ConfigError,
+    InvalidTableError,
     KafkaTimeoutError,
     MetadataTimeoutError,
     ProducerClosedError,
@@ -39,10 +41,11 @@ from aioproducer.errors import (
 from aioproducer.health import Health
 from aioproducer.metadata import TopicInfo
 from aioproducer.metrics import MetricsSnapshot
-from aioproducer.models import ProducerRecord, RecordMetadata
+from aioproducer.models import ProducerRecord, RecordMetadata, TableReport
 from aioproducer.producer import _resolve_partitioner
 from aioproducer.records.layout import BATCH_HEADER_SIZE
 from aioproducer.serializers import RecordSerializer, resolve_serializer
+from aioproducer.table_records import send_table_as_records
 from aioproducer.testing.mock_observe import MockObserver
 from aioproducer.testing.mock_parts import InjectedError, MockAccumulator, MockTopics, PendingRecord, SentRecord
 from aioproducer.testing.mock_transactions import MockTransactions
@@ -275,6 +278,33 @@ class MockProducer(TransactionalMethods):
             delivery = self._place(delivery)
         self._given(given)
         return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
+
+    async def send_table(
+        self,
+        data: Any,
+        *,
+        topic: str | None = None,
+        topic_column: str | None = None,
+        key: str | None = None,
+        value: str | None = None,
+        headers: str | None = None,
+        partition: str | None = None,
+        timestamp: str | None = None,
+        offsets: bool = False,
+    ) -> TableReport:
+        """Each row of an Arrow table as a record, as `Producer.send_table` does, with its report; in the mock every row
+        becomes a ProducerRecord (through `send_many`, so `history()` shows each one)."""
+        self._check_running()
+        if (topic is None) == (topic_column is None):
+            raise InvalidTableError(
+                "send_table takes one topic for every row (topic=) or a topic column (topic_column=), not both"
+            )
+        if topic is not None:
+            check_topic(topic)
+        reader = ArrowReader(
+            data, key=key, value=value, topic=topic_column, partition=partition, timestamp=timestamp, headers=headers
+        )
+        return await send_table_as_records(reader, topic, self.send_many, offsets)
 
     async def send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
         """One result per record, in order: its RecordMetadata, or the exception it failed with."""
