@@ -31,6 +31,7 @@ def tests(session: nox.Session) -> None:
     points the default broker elsewhere), Tansu and librdkafka's mock cluster: compiled, then pure Python, then the
     core suites on Kafka 3.9; then (a full run) the docs session builds the documentation site."""
     ensure_java_and_maven(session)
+    ensure_native_codecs(session)
     session.install("-e", ".[test]")
     session.run("pytest", *(session.posargs or ["--durations=25"]))
     if session.posargs:
@@ -91,7 +92,7 @@ def docs(session: nox.Session) -> None:
     """The documentation site (mkdocs-material; API reference from the docstrings by mkdocstrings) into site/, built
     strict: a warning (a broken link, a docstring mkdocstrings cannot read) fails it. Its snippets run in the tests
     (tests/test_docs.py). `-- serve` serves it at localhost:8000 instead."""
-    session.install("-e", ".[docs]", "ruff>=0.6")  # ruff: mkdocstrings formats the signatures with it
+    session.install("-e", ".[docs]", "ruff>=0.6")  # mkdocstrings formats the signatures with ruff
     env = {"NO_MKDOCS_2_WARNING": "1"}
     if session.posargs[:1] == ["serve"]:
         session.run("mkdocs", "serve", *session.posargs[1:], env=env)
@@ -111,28 +112,46 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Side-by-side benchmark against aiokafka, confluent-kafka (AIOProducer, Producer), kafka-python and the Java
-    producer (kafka-clients, compiled here: needs a JDK), on Tansu and on real Apache Kafka; writes
-    tests/benchmarks/results/. `-- --quick` is a ~5-minute smoke run, the full run ~80 minutes on 2 cores;
-    `-- --brokers tansu` skips real Kafka."""
+    """aioproducer against every peer at its best on one real Apache Kafka node (tests/benchmarks/run.py): each row
+    (100 B keyless and keyed enqueue loops, send_many, the done-callback idiom, 1 KB lz4/zstd/snappy/gzip, and the
+    columnar rows when the producer has send_table) against confluent-kafka (produce loop with and without
+    callback, AIOProducer), aiokafka, kafka-python, the Java producer warm and cold (compiled here: needs a JDK) and
+    kafka-producer-perf-test, under each client's defaults and under matched batching, acks=all + idempotence for
+    all, 3 alternating rounds; then latency, loop lag, memory and the ways of waiting; the pure-Python twins; the
+    cost of observing; asyncio's floors; and Spark's JVM sink warm and cold against aioproducer.spark. Writes
+    tests/benchmarks/results/. `-- --quick` is a smoke run of a few minutes (small counts, one round, the Spark
+    comparison alone); the full run, not yet timed with these peers, should take one and a half to two hours on
+    2 cores."""
     ensure_java_and_maven(session, jdk=True)
+    ensure_native_codecs(session)
     session.install(
-        "-e", ".[snappy,testing,otel]", "opentelemetry-sdk", "aiokafka", "kafka-python", "confluent-kafka", "matplotlib"
+        "-e",
+        ".[snappy,testing,otel]",
+        "opentelemetry-sdk",
+        "aiokafka",
+        "kafka-python",
+        "python-snappy",  # kafka-python's snappy codec
+        "confluent-kafka",
+        "matplotlib",
+        "pyarrow",
+        "polars",
     )
     session.run("python", "-m", "tests.benchmarks.run", *session.posargs)
     quick = ["--quick"] if "--quick" in session.posargs else []
-    # The pure-Python twins (what installs without a C compiler run), 100 B rows on Tansu: results/pure/.
+    # The pure-Python twins (what installs without a C compiler run), 100 B rows on Kafka: results/pure/.
     session.run(
         "python",
         "-m",
         "tests.benchmarks.run",
         *quick,
+        "--rows",
+        "enqueue_100B,keyed_100B,send_many_100B",
+        "--batchings",
+        "defaults",
         "--only",
-        "enqueue_100B,send_many_100B,keyed_100B,idiom_wait_100B",
+        "idiom_wait_100B",
         "--clients",
         "aioproducer",
-        "--brokers",
-        "tansu",
         "--out",
         "tests/benchmarks/results/pure",
         env={"AIOPRODUCER_NO_EXTENSIONS": "1"},
@@ -141,11 +160,11 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "tests.benchmarks.observe_bench", *quick)
     # What asyncio alone costs per record in the gather and done-callback idioms: results/asyncio_floor.md.
     session.run("python", "-m", "tests.benchmarks.asyncio_floor", *quick)
-    # The Spark section (tests/benchmarks/spark_bench.py): aioproducer.spark against Spark's own Kafka sink on a real
-    # Kafka node, batch and streaming, what Spark alone costs (no Kafka), then the producer cache; writes
-    # results/spark.md.
-    ensure_java_and_maven(session)
-    session.install("-e", ".[spark,testing]")
+    # The Spark section (tests/benchmarks/spark_bench.py), with the newest Spark that both PyPI (pyspark) and Maven
+    # Central (its Kafka connector) serve: Spark's JVM sink and aioproducer.spark, warm and cold, batch and
+    # streaming, on a real Kafka node; what Spark alone costs; the producer cache. Writes results/spark.md.
+    spark = session.run("python", "-m", "tests.benchmarks.spark_bench", "version", silent=True)
+    session.install("-e", ".[spark,testing]", f"pyspark=={str(spark).strip().splitlines()[-1]}")
     session.run("python", "-m", "tests.benchmarks.spark_bench", "all", *quick)
 
 
@@ -163,6 +182,21 @@ def profile(session: nox.Session) -> None:
     """A profile of aioproducer's hot path (py-spy and cProfile) into tests/benchmarks/results/profile/."""
     session.install("-e", ".[snappy,testing]", "py-spy")
     session.run("python", "-m", "tests.benchmarks.profile_hot_path", *session.posargs)
+
+
+def ensure_native_codecs(session: nox.Session) -> None:
+    """The batch pipeline's compiled twin calls lz4, zstd and snappy in C when their headers are there at build time
+    (else those codecs compress on the event loop): install Debian's -dev packages for the missing ones, when we may."""
+    headers = {
+        "lz4frame.h": "liblz4-dev",
+        "zstd.h": "libzstd-dev",
+        "snappy-c.h": "libsnappy-dev",
+        "zlib.h": "zlib1g-dev",
+    }
+    missing = [package for header, package in headers.items() if not os.path.exists(f"/usr/include/{header}")]
+    if missing and shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        session.run("apt-get", "update", "-qq", external=True)
+        session.run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing, external=True)
 
 
 def ensure_java_and_maven(session: nox.Session, *, jdk: bool = False) -> None:

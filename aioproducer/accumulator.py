@@ -12,100 +12,22 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .accelerated import AccumulatorFields, BatchFields, speedups
+from .batch import ProducerBatch, TopicPartition
+from .buffer_pool import BufferPool
 from .compression import CompressionType
-from .delivery import BatchOutcome
-from .idempotence import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, IdempotenceState
-from .records import BatchBuilder, ClosedBatch, read_batches
-
-if not TYPE_CHECKING and speedups is not None:
-    BatchBuilder = speedups.BatchBuilder  # the compiled twin: same bytes, faster appends
+from .idempotence import NO_SEQUENCE, IdempotenceState
+from .records import BatchBuilder, read_batches
 
 __all__ = ["ProducerBatch", "ReadyCheck", "RecordAccumulator"]
 
-TopicPartition = tuple[str, int]
 # What a Produce request costs besides its batches: header, topic and partition framing (a generous bound).
 REQUEST_OVERHEAD_BYTES = 256
 PER_BATCH_OVERHEAD_BYTES = 64
-
-
-class ProducerBatch(BatchFields):
-    """Records bound for one partition, built once and sent (maybe several times) as one v2 batch."""
-
-    __slots__ = (
-        "attempts",
-        "base_sequence",
-        "closed",
-        "compressing",
-        "created_ms",
-        "done_callbacks",
-        "in_flight",
-        "last_error",
-        "leader_epoch",
-        "leader_id",
-        "maybe_written",
-        "partition",
-        "producer_epoch",
-        "producer_id",
-        "retry_at_ms",
-        "topic",
-        "tp",
-    )
-
-    def __init__(self, tp: TopicPartition, builder: BatchBuilder, created_ms: int, loop: Any = None) -> None:
-        self.tp = tp
-        self.topic, self.partition = tp
-        self.builder: BatchBuilder | None = builder
-        self.closed: ClosedBatch | None = None
-        self.outcome = BatchOutcome(self.topic, self.partition, loop)
-        self.created_ms = created_ms
-        self.attempts = 0
-        self.retry_at_ms = 0
-        # The stamp (idempotence.R2): written by `IdempotenceState` only, when first drained.
-        self.producer_id = NO_PRODUCER_ID
-        self.producer_epoch = NO_PRODUCER_EPOCH
-        self.base_sequence = NO_SEQUENCE
-        self.last_error: BaseException | None = None  # why the last attempt failed, for timeout messages
-        # The leader (and its epoch) the last attempt went to: a retry to a newer leader skips its backoff.
-        self.leader_id = -1
-        self.leader_epoch = -1
-        self.reserved_bytes = 0
-        self.full = False
-        self.sealed = False
-        self.compressing = False
-        self.in_flight = False
-        # True once an attempt may have been written (no answer, REQUEST_TIMED_OUT, ...; idempotence.R7).
-        self.maybe_written = False
-        self.done_callbacks: list[Callable[[], None]] = []
-
-    @property
-    def record_count(self) -> int:
-        if self.closed is not None:
-            return self.closed.record_count
-        return self.builder.record_count if self.builder is not None else 0
-
-    def seal(self) -> None:
-        """No more appends: the next record for this partition starts a new batch."""
-        self.sealed = True
-
-    def close(self) -> ClosedBatch:
-        """The encoded (compressed) batch; the builder is dropped once closed."""
-        if self.closed is None:
-            self.sealed = True
-            self.closed = self.builder.close()  # type: ignore[union-attr]  # builder is set until closed is
-            self.builder = None
-        return self.closed
-
-    @property
-    def size_in_bytes(self) -> int:
-        if self.closed is not None:
-            return self.closed.size_in_bytes
-        return self.builder.estimated_size if self.builder is not None else self.reserved_bytes
-
-    def __repr__(self) -> str:
-        return f"<ProducerBatch {self.topic}-{self.partition} records={self.record_count} seq={self.base_sequence}>"
+# Java's CompressionRatioEstimator.COMPRESSION_RATIO_IMPROVING_STEP and _DETERIORATE_STEP.
+_RATIO_IMPROVE_STEP = 0.005
+_RATIO_DETERIORATE_STEP = 0.05
 
 
 class ReadyCheck:
@@ -119,8 +41,12 @@ class ReadyCheck:
         self.unknown_leader_topics: set[str] = set()
 
 
-class RecordAccumulator(AccumulatorFields):
-    """Batches per partition, bounded by `buffer_memory` (counted in record bytes, released on completion)."""
+class RecordAccumulator:
+    """Batches per partition, bounded by `buffer_memory` (counted in record bytes, released on completion).
+
+    Its state changes only through its methods. Others may read `batch_size`, `compression`, `pool` (to charge and
+    wait for memory through it) and `queues` (read-only: tests and the producer's metrics look at them).
+    """
 
     def __init__(
         self,
@@ -130,6 +56,7 @@ class RecordAccumulator(AccumulatorFields):
         buffer_memory: int,
         compression: CompressionType,
         compression_level: int | None,
+        new_outcome: Callable[[TopicPartition], Any],
         guarantee_order: bool = False,
         batch_max_size: int | None = None,
     ) -> None:
@@ -138,36 +65,124 @@ class RecordAccumulator(AccumulatorFields):
         # of queueing, and each costs its codec call, its request share and the broker's work once.
         self.batch_size = batch_size
         self.batch_max_size = batch_size if batch_max_size is None else max(batch_max_size, batch_size)
-        # How far a batch may grow for its compression to stay short on the event loop (set by the sender from the
-        # codec's measured speed, compression_pacing); batches grow to the smaller of the two, never below batch_size.
-        self.compressible_size = self.batch_max_size
+        # How far a batch may grow for its compression to stay short on the event loop (`limit_growth`, from the
+        # codec's measured speed when batches are compressed on the loop); never below batch_size.
+        self._growth_limit = self.batch_max_size
         # Topics where a grown batch was refused as too large (MESSAGE_TOO_LARGE, then split): their batches stay
         # at batch_size from then on, so a topic with a small max.message.bytes does not split batch after batch.
         self.fixed_size_topics: set[str] = set()
         # Batches on the wire per partition. A partition's full batch waits while one is out, up to linger_ms from
         # its creation, growing meanwhile (see `ready`).
-        self.in_flight_batches: dict[TopicPartition, int] = {}
+        self._in_flight_batches: dict[TopicPartition, int] = {}
         # With one request in flight per connection, a partition is muted while its batch is out, so a retry can
         # never be overtaken by a later batch sent to another broker after a leader move (Java's
         # guaranteeMessageOrder). With more in flight, ordering is the idempotent producer's sequences' job.
         self.guarantee_order = guarantee_order
-        self.muted: set[TopicPartition] = set()
+        self._muted: set[TopicPartition] = set()
         self.linger_ms = linger_ms
-        self.buffer_memory = buffer_memory
         self.compression = compression
         self.compression_level = compression_level
-        self.used_bytes = 0
+        # Buffer memory: charged per record by `append` (or by the appender, inline), given back by `release`.
+        self.pool = BufferPool(buffer_memory)
         self.queues: dict[TopicPartition, deque[ProducerBatch]] = {}
-        self.incomplete: set[ProducerBatch] = set()
-        self.flushing = 0
-        self.closing = False
-        self.memory_waiters = 0
-        # The producer's event loop, handed to each batch's outcome for the futures of records waited on.
-        self.loop: Any = None
+        self._incomplete: set[ProducerBatch] = set()  # every batch not released yet, queued or on the wire
+        self._new_outcome = new_outcome  # the outcome each new batch's records are settled through
+        self._flushing = 0  # callers waiting for everything buffered (flush, send_many's end, commit)
+        self._closing = False
         self._drain_start = 0
+        # Java's CompressionRatioEstimator: a batch is closed (compressed) only once drained, so the wire size a
+        # request is packed by is estimated from the ratio this producer's batches reached so far.
+        self._compression_ratio = 1.0
+
+    @property
+    def buffer_memory(self) -> int:
+        return self.pool.total_bytes
+
+    @property
+    def used_bytes(self) -> int:
+        return self.pool.used_bytes
 
     def has_room(self, record_bytes: int) -> bool:
-        return self.used_bytes + record_bytes <= self.buffer_memory
+        return self.pool.has_room(record_bytes)
+
+    # -- what others may change, through methods -------------------------------------------------------------------
+    def begin_flush(self) -> None:
+        """A caller waits for everything buffered: every batch is ready at once until `end_flush` (Java's
+        beginFlush). Calls nest."""
+        self._flushing += 1
+
+    def end_flush(self) -> None:
+        self._flushing -= 1
+
+    def close(self) -> None:
+        """The producer is closing: every batch is ready at once, from now on (Java's RecordAccumulator.close)."""
+        self._closing = True
+
+    def limit_growth(self, size_bytes: int) -> None:
+        """Batches grow no larger than `size_bytes` (nor below `batch_size`) while they wait: their compression on
+        the event loop must stay short (`compression_pacing`)."""
+        self._growth_limit = size_bytes
+
+    def unmute(self, tp: TopicPartition) -> None:
+        """The partition's batch came back from the wire: with one request in flight, the partition may go on."""
+        self._muted.discard(tp)
+
+    # -- what others may read ---------------------------------------------------------------------------------------
+    def has_incomplete(self) -> bool:
+        """Whether any batch is not done yet (queued, being retried, or on the wire)."""
+        return bool(self._incomplete)
+
+    def incomplete_batches(self) -> list[ProducerBatch]:
+        """Every batch not done yet, for a caller to wait for (flush, close)."""
+        return list(self._incomplete)
+
+    def is_incomplete(self, batch: ProducerBatch) -> bool:
+        return batch in self._incomplete
+
+    def is_queued(self, batch: ProducerBatch) -> bool:
+        """Whether `batch` sits in its partition's queue (not on the wire, not done)."""
+        return batch in self.queues.get(batch.tp, ())
+
+    def topics_with_batches(self) -> set[str]:
+        """Topics with batches waiting to be sent or retried (a batch on the wire comes back if its request fails)."""
+        return {topic for (topic, _partition), queue in self.queues.items() if queue}
+
+    def in_flight_count(self, tp: TopicPartition) -> int:
+        """Batches of the partition on the wire."""
+        return self._in_flight_batches.get(tp, 0)
+
+    def estimated_wire_size(self, batch: ProducerBatch) -> int:
+        """The batch's bytes on the wire: exact once closed, else its uncompressed size times the ratio its codec
+        reached on this producer's batches (Java's estimatedSizeInBytes)."""
+        if batch.closed is not None or self.compression is CompressionType.NONE:
+            return batch.size_in_bytes
+        return int(batch.size_in_bytes * self._compression_ratio) + 1
+
+    def observe_compression(self, uncompressed_bytes: int, wire_bytes: int) -> None:
+        """A batch of `uncompressed_bytes` was closed to `wire_bytes`: the estimate moves towards that ratio, slowly
+        when it improves and at once when it worsens (Java's CompressionRatioEstimator steps)."""
+        if uncompressed_bytes <= 0:
+            return
+        observed = wire_bytes / uncompressed_bytes
+        if observed > self._compression_ratio:
+            self._compression_ratio = max(self._compression_ratio + _RATIO_DETERIORATE_STEP, observed)
+        elif observed < self._compression_ratio:
+            self._compression_ratio = max(observed, self._compression_ratio - _RATIO_IMPROVE_STEP)
+
+    def drainable_heads(
+        self, partitions: Sequence[TopicPartition], may_drain: Callable[[ProducerBatch], bool]
+    ) -> list[ProducerBatch]:
+        """The head batches `drain` would consider for these partitions now, in order: not being compressed, not
+        muted, and allowed by `may_drain` (idempotence's rule)."""
+        heads: list[ProducerBatch] = []
+        for tp in partitions:
+            queue = self.queues.get(tp)
+            if not queue or tp in self._muted:
+                continue
+            head = queue[0]
+            if not head.compressing and may_drain(head):
+                heads.append(head)
+        return heads
 
     def append(
         self,
@@ -196,19 +211,19 @@ class RecordAccumulator(AccumulatorFields):
             if tp[0] in self.fixed_size_topics:
                 size_limit = self.batch_size
             else:
-                size_limit = max(self.batch_size, min(self.batch_max_size, self.compressible_size))
+                size_limit = max(self.batch_size, min(self.batch_max_size, self._growth_limit))
             builder = BatchBuilder(
                 compression=self.compression, compression_level=self.compression_level, size_limit=size_limit
             )
             index = builder.try_append(timestamp_ms, key, value, headers)
             if last is not None:
                 last.seal()
-            batch = ProducerBatch(tp, builder, clock_ms(), self.loop)
+            batch = ProducerBatch(tp, builder, clock_ms(), self._new_outcome(tp))
             queue.append(batch)
-            self.incomplete.add(batch)
+            self._incomplete.add(batch)
             wake = True
         batch.reserved_bytes += record_bytes
-        self.used_bytes += record_bytes
+        self.pool.reserve(record_bytes)
         if not batch.full and builder.estimated_size >= self.batch_size:  # type: ignore[union-attr]
             batch.full = True
             wake = True
@@ -222,7 +237,7 @@ class RecordAccumulator(AccumulatorFields):
     ) -> ReadyCheck:
         """Which partitions' head batches can be sent now, grouped by leader."""
         check = ReadyCheck()
-        force = self.flushing > 0 or self.closing or self.memory_waiters > 0
+        force = self._flushing > 0 or self._closing or self.pool.waiters > 0
         next_check: int | None = None
         for tp, queue in self.queues.items():
             if not queue:
@@ -238,7 +253,7 @@ class RecordAccumulator(AccumulatorFields):
                 and not _leader_changed(head, leader, leader_epoch_of(tp) if leader_epoch_of else -1)
             ):
                 wait = head.retry_at_ms - now_ms
-            elif force or head.attempts > 0 or len(queue) > 1 or (head.full and not self.in_flight_batches.get(tp)):
+            elif force or head.attempts > 0 or len(queue) > 1 or (head.full and not self._in_flight_batches.get(tp)):
                 wait = 0
             else:
                 wait = head.created_ms + self.linger_ms - now_ms
@@ -269,20 +284,21 @@ class RecordAccumulator(AccumulatorFields):
             if not queue:
                 continue
             head = queue[0]
-            if head.compressing or tp in self.muted:
+            if head.compressing or tp in self._muted:
                 continue
             if not idempotence.may_drain(head):
                 continue
-            batch_size = head.close().size_in_bytes + PER_BATCH_OVERHEAD_BYTES
+            head.seal()  # drained: the next record for the partition starts a new batch
+            batch_size = self.estimated_wire_size(head) + PER_BATCH_OVERHEAD_BYTES
             if drained and size + batch_size > max_request_size:
                 break
             queue.popleft()
             size += batch_size
             idempotence.on_drain(head, now_ms)
             head.in_flight = True
-            self.in_flight_batches[tp] = self.in_flight_batches.get(tp, 0) + 1
+            self._in_flight_batches[tp] = self._in_flight_batches.get(tp, 0) + 1
             if self.guarantee_order:
-                self.muted.add(tp)
+                self._muted.add(tp)
             drained.append(head)
         return drained
 
@@ -290,7 +306,7 @@ class RecordAccumulator(AccumulatorFields):
         """Put a batch back for a retry, ahead of newer batches and in sequence order (Java's insertInSequenceOrder;
         a partition's stamped batches all belong to one sequence stream, idempotence.R3)."""
         self._landed(batch)
-        self.muted.discard(batch.tp)
+        self._muted.discard(batch.tp)
         batch.attempts += 1
         batch.retry_at_ms = retry_at_ms
         self._insert_in_sequence_order(batch)
@@ -326,7 +342,7 @@ class RecordAccumulator(AccumulatorFields):
             )
             for record in part:
                 builder.try_append(record.timestamp, record.key, record.value, record.headers)
-            half = ProducerBatch(batch.tp, builder, batch.created_ms, batch.outcome.loop)
+            half = ProducerBatch(batch.tp, builder, batch.created_ms, self._new_outcome(batch.tp))
             half.reserved_bytes = batch.reserved_bytes * len(part) // max(len(records), 1)
             half.attempts = batch.attempts
             half.sealed = half.full = True
@@ -334,12 +350,12 @@ class RecordAccumulator(AccumulatorFields):
         halves[1].reserved_bytes = batch.reserved_bytes - halves[0].reserved_bytes
         batch.reserved_bytes = 0
         self._landed(batch)
-        self.incomplete.discard(batch)
-        self.muted.discard(batch.tp)
+        self._incomplete.discard(batch)
+        self._muted.discard(batch.tp)
         idempotence.on_split(batch, halves)
         for half in reversed(halves):
             self._insert_in_sequence_order(half)
-        self.incomplete.update(halves)
+        self._incomplete.update(halves)
         callbacks, batch.done_callbacks = batch.done_callbacks, []
         if callbacks:
             _call_when_all_done(halves, callbacks)
@@ -348,11 +364,11 @@ class RecordAccumulator(AccumulatorFields):
 
     def release(self, batch: ProducerBatch) -> None:
         """A batch is done (delivered or failed): give its memory back and run its completion callbacks."""
-        if batch not in self.incomplete:
+        if batch not in self._incomplete:
             return
         self._landed(batch)
-        self.incomplete.discard(batch)
-        self.used_bytes -= batch.reserved_bytes
+        self._incomplete.discard(batch)
+        self.pool.release(batch.reserved_bytes)
         batch.reserved_bytes = 0
         callbacks, batch.done_callbacks = batch.done_callbacks, []
         for callback in callbacks:
@@ -362,11 +378,11 @@ class RecordAccumulator(AccumulatorFields):
         """The batch's attempt is over (answered, abandoned, split or settled): it is no longer on the wire."""
         if batch.in_flight:
             batch.in_flight = False
-            count = self.in_flight_batches[batch.tp] - 1
+            count = self._in_flight_batches[batch.tp] - 1
             if count:
-                self.in_flight_batches[batch.tp] = count
+                self._in_flight_batches[batch.tp] = count
             else:
-                del self.in_flight_batches[batch.tp]
+                del self._in_flight_batches[batch.tp]
 
     def expired(self, now_ms: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
         """Queued (not in-flight) batches whose delivery timeout has passed, removed from their queues."""

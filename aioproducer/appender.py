@@ -1,19 +1,21 @@
 """Appending records on the caller's side: validate, serialize, partition, account memory, buffer, hand back a
 `Delivery`.
 
-Owns the per-record hot path of `enqueue` and `send_many`; the compiled extension has a twin of `Appender` with the
-same behaviour (`aioproducer.accelerated`). An append that cannot finish at once (the topic's metadata is unknown,
-or buffer memory is short) returns the prepared record instead, for the producer to wait with and then `place`:
-nothing is buffered before that.
+Owns the per-record hot path of `enqueue` and `send_many`; its compiled twin (`_appender.pyx`) has the same
+behaviour. A record that cannot be buffered at once (its topic's metadata is unknown, or buffer memory is short) is
+handed back as a `PreparedRecord` — validated and serialized, nothing buffered — for the producer to wait with and
+then `place`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .accelerated import compiled_twin
 from .accumulator import RecordAccumulator
+from .buffer_pool import BufferPool
 from .bulk_deliveries import BulkDeliveries
 from .delivery import Delivery, new_delivery
 from .errors import AioProducerError, InvalidRecordError, RecordTooLargeError, UnknownPartitionError
@@ -21,22 +23,78 @@ from .metadata import MetadataState, TopicInfo
 from .partitioner import Partitioner, choose_partition
 from .validation import check_headers, check_partition, check_timestamp, check_topic, record_size
 
-__all__ = ["RECORD_MEMORY_OVERHEAD", "Appender", "Prepared", "not_a_record", "unknown_partition"]
+__all__ = [
+    "RECORD_MEMORY_OVERHEAD",
+    "Appender",
+    "PreparedRecord",
+    "PureAppender",
+    "not_a_record",
+    "unknown_partition",
+]
 
 # What a buffered record costs beyond its bytes (its share of the batch's bookkeeping and of a handle kept by the
 # caller), charged to buffer_memory so that the memory a backlog takes stays bounded by buffer_memory plus a constant.
 RECORD_MEMORY_OVERHEAD = 160
-# A validated, serialized record that must wait before it is buffered: (key, value, headers, size, timestamp_ms).
-Prepared = tuple["bytes | None", "bytes | None", "tuple[tuple[str, bytes | None], ...]", int, int]
+
+
+class PreparedRecord:
+    """A validated, serialized record that must wait — for its topic's metadata or for buffer memory — before it is
+    buffered. `size` is what `buffer_memory` will be charged for it, less `RECORD_MEMORY_OVERHEAD`."""
+
+    __slots__ = ("headers", "key", "partition", "size", "timestamp_ms", "topic", "value")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[tuple[str, bytes | None], ...],
+        size: int,
+        timestamp_ms: int,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.size = size
+        self.timestamp_ms = timestamp_ms
+
+    @property
+    def memory(self) -> int:
+        """The buffer memory the record will take."""
+        return self.size + RECORD_MEMORY_OVERHEAD
+
+    def __repr__(self) -> str:
+        return f"<PreparedRecord {self.topic}-{self.partition} {self.size} bytes>"
 
 
 class Appender:
     """Buffers records for one producer. `unyielded_bytes` counts bytes buffered since the caller last yielded."""
 
+    __slots__ = (
+        "_acc",
+        "_checked_topics",
+        "_clock_ms",
+        "_cluster_state",
+        "_key_serializer",
+        "_max_record_bytes",
+        "_partitioner",
+        "_plain_bytes_keys",
+        "_plain_bytes_values",
+        "_pool",
+        "_size_limit_message",
+        "_value_serializer",
+        "_wake_sender",
+        "unyielded_bytes",
+    )
+
     def __init__(
         self,
         *,
         accumulator: RecordAccumulator,
+        pool: BufferPool,
         cluster_state: MetadataState,
         partitioner: Partitioner,
         key_serializer: Callable[[Any], bytes | None],
@@ -45,11 +103,11 @@ class Appender:
         plain_bytes_values: bool,
         max_record_bytes: int,
         size_limit_message: str,
-        delivery_type: type[Delivery],
         clock_ms: Callable[[], int],
         wake_sender: Callable[[], None],
     ) -> None:
         self._acc = accumulator
+        self._pool = pool
         self._cluster_state = cluster_state
         self._partitioner = partitioner
         self._key_serializer = key_serializer
@@ -58,7 +116,6 @@ class Appender:
         self._plain_bytes_values = plain_bytes_values
         self._max_record_bytes = max_record_bytes
         self._size_limit_message = size_limit_message
-        self._delivery_type = delivery_type
         self._clock_ms = clock_ms
         self._wake_sender = wake_sender
         self._checked_topics: set[str] = set()
@@ -66,26 +123,27 @@ class Appender:
 
     def append_now(
         self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
-    ) -> Delivery | Prepared:
-        """Buffer the record and return its Delivery, or return it prepared (a tuple) when it must wait first."""
+    ) -> Delivery | PreparedRecord:
+        """Buffer the record and return its Delivery, or return it as a PreparedRecord when it must wait first."""
         prepared = self._prepare(topic, value, key, headers, partition, timestamp_ms)
         info = self._cluster_state.cluster.topics.get(topic)
-        acc = self._acc
+        pool = self._pool
         if (
             info is None
             or (partition is not None and partition >= info.num_partitions)
-            or acc.memory_waiters
-            or not acc.has_room(prepared[3] + RECORD_MEMORY_OVERHEAD)
+            or pool.waiters
+            or not pool.has_room(prepared.size + RECORD_MEMORY_OVERHEAD)
         ):
             return prepared
-        return self.place(topic, prepared, partition, info)
+        return self.place(prepared, info)
 
     def append_many(
         self, records: Sequence[Any], start: int, now_wall_ms: int, bulk: BulkDeliveries, yield_after_bytes: int
-    ) -> int:
+    ) -> tuple[int, PreparedRecord | None]:
         """Append `records[start:]` to `bulk` (each one's Delivery, or the AioProducerError it raised) until one must
-        wait (its prepared tuple is then `bulk.last()`) or `unyielded_bytes` reached `yield_after_bytes`. Returns
-        the index to go on from. Records without a timestamp take `now_wall_ms`."""
+        wait or `unyielded_bytes` reached `yield_after_bytes`. Returns the index to go on from and the record that
+        must wait (not in `bulk` yet; it is `records[index - 1]`), if one must. Records without a timestamp take
+        `now_wall_ms`."""
         index, count = start, len(records)
         while index < count:
             record = records[index]
@@ -102,21 +160,29 @@ class Appender:
             except AioProducerError as exc:
                 bulk.add(exc)
                 continue
+            if type(result) is PreparedRecord:
+                return index, result
             bulk.add(result)
-            if type(result) is tuple or self.unyielded_bytes >= yield_after_bytes:
+            if self.unyielded_bytes >= yield_after_bytes:
                 break
-        return index
+        return index, None
 
-    def place(self, topic: str, prepared: Prepared, partition: int | None, info: TopicInfo) -> Delivery:
+    def place(self, prepared: PreparedRecord, info: TopicInfo) -> Delivery:
         """Buffer a prepared record (memory was checked) and return its Delivery."""
-        key, value, header_list, size, timestamp_ms = prepared
+        topic, partition, key = prepared.topic, prepared.partition, prepared.key
         if partition is None:
-            partition = choose_partition(self._partitioner, topic, key, size, info)
+            partition = choose_partition(self._partitioner, topic, key, prepared.size, info)
         elif partition >= info.num_partitions:  # checked by _prepare: an int, not negative
             raise unknown_partition(topic, partition, info)
-        self.unyielded_bytes += size
+        self.unyielded_bytes += prepared.size
         batch, index, wake = self._acc.append(
-            (topic, partition), timestamp_ms, key, value, header_list, size + RECORD_MEMORY_OVERHEAD, self._clock_ms
+            (topic, partition),
+            prepared.timestamp_ms,
+            key,
+            prepared.value,
+            prepared.headers,
+            prepared.size + RECORD_MEMORY_OVERHEAD,
+            self._clock_ms,
         )
         if index == 0:
             # A new batch: the topic is in use. Marked per batch, not per record (Java's ProducerMetadata.add runs
@@ -124,18 +190,18 @@ class Appender:
             self._cluster_state.touch(topic, self._clock_ms())
         if wake:
             self._wake_sender()
+        value = prepared.value
         return new_delivery(
-            self._delivery_type,
             batch.outcome,
             index,
-            timestamp_ms,
+            prepared.timestamp_ms,
             -1 if key is None else len(key),
             -1 if value is None else len(value),
         )
 
     def _prepare(
         self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
-    ) -> Prepared:
+    ) -> PreparedRecord:
         """Validate and serialize: raises a typed error for bad input, before anything is buffered."""
         if topic not in self._checked_topics:
             check_topic(topic)
@@ -151,7 +217,7 @@ class Appender:
         if size > self._max_record_bytes:
             raise RecordTooLargeError(f"the record is {size} bytes when serialized, {self._size_limit_message}")
         timestamp_ms = int(time.time() * 1000) if timestamp_ms is None else check_timestamp(timestamp_ms)
-        return key, value, header_list, size, timestamp_ms
+        return PreparedRecord(topic, partition, key, value, header_list, size, timestamp_ms)
 
 
 def not_a_record(record: object) -> InvalidRecordError:
@@ -163,6 +229,15 @@ def not_a_record(record: object) -> InvalidRecordError:
 
 
 def unknown_partition(topic: str, partition: object, info: TopicInfo) -> UnknownPartitionError:
+    """What a record naming a partition the topic does not have fails with."""
     return UnknownPartitionError(
         f"partition {partition!r} does not exist in topic {topic!r}, which has partitions 0..{info.num_partitions - 1}"
     )
+
+
+# The compiled twin, when built (see aioproducer.accelerated): the same checks, errors, partitions and batches, with
+# the usual record's whole path in C. It works with the compiled batches, buffer pool and deliveries only.
+PureAppender = Appender
+_twin = compiled_twin("aioproducer._appender")
+if not TYPE_CHECKING and _twin is not None:
+    Appender = _twin.Appender

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .accelerated import DeliveryFields
-from .delivery import BatchOutcome, resolve
+from .accelerated import compiled_twin
+from .delivery import BatchOutcome, Delivery, resolve
 
-__all__ = ["BulkDeliveries", "wait_all"]
+__all__ = ["BulkDeliveries", "PureBulkDeliveries", "wait_all"]
 
 
 class BulkDeliveries:
-    """The deliveries of one `send_many` call, in record order. A record refused at the call holds its error, and
-    a record waiting for metadata or memory briefly holds its prepared form (a tuple)."""
+    """The deliveries of one `send_many` call (or of one `wait`), in record order; a record refused at the call
+    holds its error instead."""
 
     __slots__ = ("_items",)
 
@@ -31,7 +31,7 @@ class BulkDeliveries:
         return len(self._items)
 
     def add(self, item: Any) -> None:
-        """Append a record's Delivery, or what it failed with at the call, or its prepared form while it waits."""
+        """Append a record's Delivery, or the error it failed with at the call."""
         self._items.append(item)
 
     def add_waitables(self, items: Iterable[Any]) -> dict[int, Any]:
@@ -39,27 +39,24 @@ class BulkDeliveries:
         Delivery, another awaitable) as a None placeholder, returned by position."""
         others: dict[int, Any] = {}
         for position, item in enumerate(items, len(self._items)):
-            if isinstance(item, DeliveryFields) and not item._cancelled:
+            if isinstance(item, Delivery) and not item._cancelled:
                 self._items.append(item)
             else:
                 others[position] = item
                 self._items.append(None)
         return others
 
-    def last(self) -> Any:
-        """What the last record holds when it is not a delivery (its error or prepared form), else None."""
-        item = self._items[-1] if self._items else None
-        return None if isinstance(item, DeliveryFields) else item
-
-    def set_last(self, item: Any) -> None:
-        """Replace the last record's entry (a prepared record that has now been placed, or has failed)."""
-        self._items[-1] = item
+    def is_delivery(self, position: int) -> bool:
+        """Whether the record at `position` was buffered (holds a Delivery), rather than refused at the call."""
+        if not 0 <= position < len(self._items):
+            raise IndexError(position)
+        return isinstance(self._items[position], Delivery)
 
     def outcomes(self) -> list[BatchOutcome]:
         """Each batch outcome the records went to, once."""
         outcomes: dict[int, BatchOutcome] = {}
         for item in self._items:
-            if isinstance(item, DeliveryFields):
+            if isinstance(item, Delivery):
                 outcomes.setdefault(id(item._outcome), item._outcome)
         return list(outcomes.values())
 
@@ -73,7 +70,7 @@ class BulkDeliveries:
         outcome they went to must be settled)."""
         results: list[Any] = []
         for item in self._items[max(start, 0) : stop]:
-            if isinstance(item, DeliveryFields):
+            if isinstance(item, Delivery):
                 outcome, index = resolve(item._outcome, item._index)
                 error = outcome.error
                 results.append(
@@ -90,14 +87,15 @@ class BulkDeliveries:
 _RESULTS_PER_SLICE = 20_000
 
 
-async def wait_all(items: Iterable[Any], bulk: BulkDeliveries) -> list[Any]:
+async def wait_all(items: Iterable[Any]) -> list[Any]:
     """Each item's outcome, in order: a record's `RecordMetadata` or the exception it failed with.
 
     Waits batch by batch (one wake-up per batch, however many of its records are listed) instead of once per
-    record as `asyncio.gather` does. `bulk` is an empty `BulkDeliveries` (the compiled twin when it is built).
+    record as `asyncio.gather` does.
     Anything that is not a pending-or-settled `Delivery` (a cancelled one, an asyncio future, a coroutine) is
     awaited through `asyncio.gather(..., return_exceptions=True)`, so its result or exception takes its place too.
     """
+    bulk = BulkDeliveries()
     others = bulk.add_waitables(items)
     # The other awaitables start at once, as gather starts them (a coroutine runs while the records wait; one may be
     # what settles them), and a cancelled wait cancels them, as a cancelled gather does.
@@ -121,3 +119,11 @@ async def wait_all(items: Iterable[Any], bulk: BulkDeliveries) -> list[Any]:
         for position, result in zip(others, settled, strict=True):
             results[position] = result
     return results
+
+
+# The compiled twin, when built (see aioproducer.accelerated): each record as five integers in one C array rather
+# than an object per record, which the cyclic collector would walk again and again while a call runs.
+PureBulkDeliveries = BulkDeliveries
+_twin = compiled_twin("aioproducer._bulk_deliveries")
+if not TYPE_CHECKING and _twin is not None:
+    BulkDeliveries = _twin.BulkDeliveries

@@ -97,6 +97,13 @@ LIBRDKAFKA_EQUIVALENTS: Mapping[str, str] = {
 # batch_max_size's default bound: 16x Java's batch.size. Compressed 1 KB records cost about a quarter less CPU per
 # record in batches of this size than in 16 KiB ones, and 1 MiB batches gained little more (tests/benchmarks/NOTES.md).
 _GROWN_BATCH_DEFAULT = 256 * 1024
+# Compressed batches grow further, as librdkafka's (batch.size 1 MB): the codec's work, the request's share and the
+# broker's work per batch fall with their size, and the compiled pipeline compresses them beside the event loop
+# (where it cannot, the sender still bounds their growth by what compresses in ~1 ms on the loop).
+_GROWN_COMPRESSED_BATCH_DEFAULT = 1024 * 1024
+# What a Produce request holds besides its batch (headers, topic and partition framing): a grown batch still fits
+# max_request_size.
+_REQUEST_FRAMING_BYTES = 1024
 
 
 def _int(default: int, lowest: int = 0) -> int:
@@ -259,7 +266,8 @@ class ProducerConfig:
         """The bound a batch may grow to while it waits (`batch_max_size`, or its default)."""
         if self.batch_max_size is not None:
             return self.batch_max_size
-        return max(self.batch_size, min(_GROWN_BATCH_DEFAULT, self.max_request_size))
+        grown = _GROWN_BATCH_DEFAULT if self.compression_type == "none" else _GROWN_COMPRESSED_BATCH_DEFAULT
+        return max(self.batch_size, min(grown, self.max_request_size - _REQUEST_FRAMING_BYTES))
 
     @property
     def bootstrap_addresses(self) -> tuple[tuple[str, int], ...]:

@@ -13,12 +13,22 @@ import asyncio
 from collections.abc import Callable, Generator
 from contextvars import Context, copy_context
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .accelerated import DeliveryFields, speedups
+from .accelerated import compiled_twin
 from .models import RecordMetadata
 
-__all__ = ["BatchOutcome", "Delivery", "batch_of", "new_delivery", "resolve"]
+__all__ = [
+    "BatchOutcome",
+    "Delivery",
+    "PureDelivery",
+    "batch_of",
+    "callbacks_of",
+    "keep_callbacks",
+    "new_delivery",
+    "resolve",
+    "run_callbacks_of",
+]
 
 
 class BatchOutcome:
@@ -121,7 +131,7 @@ class BatchOutcome:
             return
         if self.done:
             if not self.loop.is_closed():  # else nothing can run the callbacks (a closed test loop)
-                self.loop.call_soon(_RUN_CALLBACKS_OF, deliveries)
+                self.loop.call_soon(run_callbacks_of, deliveries)
             return
         for delivery in deliveries:  # forwarded to the halves of a split: each record waits on its own half
             resolve(self, delivery._index)[0].deliveries.append(delivery)
@@ -131,7 +141,7 @@ class BatchOutcome:
         return f"<BatchOutcome {self.topic}-{self.partition} {state}>"
 
 
-def _run_callbacks_of(deliveries: list[Delivery]) -> None:
+def run_callbacks_of(deliveries: list[Delivery]) -> None:
     """One loop callback for a settled batch: run each waiting record's done callbacks, in order, each in its own
     context, as asyncio would with one loop callback per record. A callback that raises is reported to the loop's
     exception handler and the others still run (asyncio's Handle does the same); should one raise SystemExit or
@@ -153,7 +163,7 @@ def _run_callbacks_of(deliveries: list[Delivery]) -> None:
                     context.run(fn, delivery)
                 except (SystemExit, KeyboardInterrupt):
                     if later:
-                        _keep_callbacks(delivery, later)
+                        keep_callbacks(delivery, later)
                         position -= 1
                     raise
                 except BaseException as exc:
@@ -167,10 +177,10 @@ def _run_callbacks_of(deliveries: list[Delivery]) -> None:
                 fn, context = later.pop(0)
     finally:
         if position < len(deliveries):
-            deliveries[0].get_loop().call_soon(_run_callbacks_of, deliveries[position:])
+            deliveries[0].get_loop().call_soon(run_callbacks_of, deliveries[position:])
 
 
-def _keep_callbacks(delivery: DeliveryFields, pairs: list[tuple[Any, Any]]) -> None:
+def keep_callbacks(delivery: Delivery, pairs: list[tuple[Any, Any]]) -> None:
     """Store (callback, context) `pairs` as `delivery`'s waiting callbacks: the first in its slots, the rest listed."""
     if not pairs:
         delivery._callback = delivery._callback_context = delivery._callbacks = None
@@ -179,7 +189,7 @@ def _keep_callbacks(delivery: DeliveryFields, pairs: list[tuple[Any, Any]]) -> N
     delivery._callbacks = pairs[1:] or None
 
 
-def _callbacks_of(delivery: DeliveryFields) -> list[tuple[Any, Any]]:
+def callbacks_of(delivery: Delivery) -> list[tuple[Any, Any]]:
     """`delivery`'s waiting (callback, context) pairs, in the order they were added."""
     if delivery._callback is None:
         return []
@@ -204,7 +214,7 @@ def resolve(outcome: BatchOutcome, index: int) -> tuple[BatchOutcome, int]:
             outcome = second
 
 
-class Delivery(DeliveryFields):
+class Delivery:
     """One buffered record's delivery: awaitable, and usable wherever asyncio takes a future.
 
     `await delivery` gives its `RecordMetadata` or raises why it failed. `done()`, `result()`, `exception()`,
@@ -215,7 +225,36 @@ class Delivery(DeliveryFields):
     is still sent.
     """
 
-    __slots__ = ()
+    __slots__ = (
+        "_asyncio_future_blocking",
+        "_callback",
+        "_callback_context",
+        "_callbacks",
+        "_cancel_message",
+        "_cancelled",
+        "_index",
+        "_key_size",
+        "_outcome",
+        "_timestamp_ms",
+        "_value_size",
+        "_watching",
+    )
+
+    _outcome: BatchOutcome  # its batch's outcome (forwarded to a half after a split: see `resolve`)
+    _index: int  # its offset delta in that batch
+    _timestamp_ms: int  # what its RecordMetadata needs besides the outcome
+    _key_size: int
+    _value_size: int
+    # The first waiter's callback and its context sit in two slots of their own: most records have one waiter (a
+    # task, gather, a done-callback), and a list of (callback, context) tuples per waiting record was two more
+    # objects for the cyclic collector to walk while the batch is in flight.
+    _callback: Any  # the first done callback, or None
+    _callback_context: Any  # the context it runs in
+    _callbacks: list[Any] | None  # (callback, context) pairs of the later callbacks, only while _callback is set
+    _cancelled: bool
+    _cancel_message: Any
+    _watching: bool  # registered with the batch outcome, to run the callbacks when it settles
+    _asyncio_future_blocking: bool  # asyncio's future protocol: set while a task awaits the handle
 
     def get_loop(self) -> asyncio.AbstractEventLoop:
         return self._outcome.loop  # type: ignore[no-any-return]
@@ -280,9 +319,9 @@ class Delivery(DeliveryFields):
         are already due to run, as an asyncio.Future's are: nothing is removed."""
         if self.done():
             return 0
-        callbacks = _callbacks_of(self)
+        callbacks = callbacks_of(self)
         kept = [(callback, context) for callback, context in callbacks if callback != fn]
-        _keep_callbacks(self, kept)
+        keep_callbacks(self, kept)
         return len(callbacks) - len(kept)
 
     def cancel(self, msg: Any | None = None) -> bool:
@@ -309,8 +348,8 @@ class Delivery(DeliveryFields):
     __iter__ = __await__
 
     def _run_callbacks(self) -> None:
-        callbacks = _callbacks_of(self)
-        _keep_callbacks(self, [])
+        callbacks = callbacks_of(self)
+        keep_callbacks(self, [])
         if callbacks:
             loop = self.get_loop()
             for fn, context in callbacks:
@@ -321,27 +360,15 @@ class Delivery(DeliveryFields):
         return f"<Delivery {outcome.topic}-{outcome.partition} #{index} of {outcome!r}>"
 
 
-# The compiled DeliveryFields holds twins of these methods (same rules; the test suite runs both implementations).
-_COMPILED_DELIVERY_METHODS = ("get_loop", "done", "cancelled", "result", "exception", "add_done_callback")
-if speedups is not None:
-    for _name in _COMPILED_DELIVERY_METHODS:
-        delattr(Delivery, _name)
-_RUN_CALLBACKS_OF: Callable[[list[Delivery]], None] = (
-    speedups.run_callbacks_of if speedups is not None else _run_callbacks_of
-)
-
-
 def batch_of(delivery: Delivery) -> BatchOutcome:
     """The outcome `delivery` reads, shared by every record of its batch (until a split forwards it): lets a caller
     that tracks many deliveries settle a batch's records together instead of asking each one."""
-    return delivery._outcome  # type: ignore[no-any-return]
+    return delivery._outcome
 
 
-def new_delivery(
-    delivery_type: type[Delivery], outcome: BatchOutcome, index: int, timestamp_ms: int, key_size: int, value_size: int
-) -> Delivery:
+def new_delivery(outcome: BatchOutcome, index: int, timestamp_ms: int, key_size: int, value_size: int) -> Delivery:
     """A pending Delivery for the record at `index` of the batch settled through `outcome`."""
-    delivery = delivery_type.__new__(delivery_type)
+    delivery = PureDelivery.__new__(PureDelivery)
     delivery._outcome = outcome
     delivery._index = index
     delivery._timestamp_ms = timestamp_ms
@@ -355,3 +382,15 @@ def new_delivery(
     delivery._watching = False
     delivery._asyncio_future_blocking = False
     return delivery
+
+
+# The compiled twin, when built (see aioproducer.accelerated): the same handle in a C struct, with the methods
+# asyncio calls several times per awaited record compiled (the test suite runs both twins against asyncio.Future).
+PureDelivery = Delivery
+pure_new_delivery = new_delivery
+pure_run_callbacks_of = run_callbacks_of
+_twin = compiled_twin("aioproducer._delivery")
+if not TYPE_CHECKING and _twin is not None:
+    Delivery = _twin.Delivery
+    new_delivery = _twin.new_delivery
+    run_callbacks_of = _twin.run_callbacks_of

@@ -18,6 +18,7 @@ __all__ = [
     "FeatureNotAvailableError",
     "InvalidOffsetsError",
     "InvalidRecordError",
+    "InvalidTableError",
     "KafkaError",
     "KafkaTimeoutError",
     "MetadataTimeoutError",
@@ -35,6 +36,7 @@ __all__ = [
     "TransportError",
     "UnknownPartitionError",
     "UnsupportedVersionError",
+    "WouldBlockError",
 ]
 
 
@@ -48,6 +50,17 @@ class ConfigError(AioProducerError, ValueError):
 
 class InvalidRecordError(AioProducerError, ValueError):
     """A record cannot be sent as given (wrong type, invalid topic name, ...)."""
+
+
+class InvalidTableError(InvalidRecordError):
+    """A table handed to the columnar path cannot be read as given: not an Arrow exporter, a missing or ambiguous
+    column, a column of the wrong type, buffers that break the Arrow format, or a stream that failed mid-read.
+    Raised before any row of the offending batch is read; `column` names the column at fault (None when the table
+    as a whole is). An `InvalidRecordError` because no record of it can be sent, as one bad record cannot."""
+
+    def __init__(self, message: str, *, column: str | None = None) -> None:
+        super().__init__(message)
+        self.column = column
 
 
 class InvalidOffsetsError(AioProducerError, ValueError):
@@ -111,6 +124,11 @@ class MetadataTimeoutError(KafkaTimeoutError):
 
 class BufferExhaustedError(KafkaTimeoutError):
     """No buffer memory became free within `max_block_ms`."""
+
+
+class WouldBlockError(AioProducerError):
+    """`enqueue_nowait` could not buffer the record without waiting (for metadata, for buffer memory, or to let the
+    event loop run): the record was not buffered; `await enqueue(...)` it instead (anyio's `WouldBlock`)."""
 
 
 class DeliveryTimeoutError(KafkaTimeoutError):

@@ -1,7 +1,7 @@
 """Waiting for buffer memory: senders queue in arrival order and only the first is woken when memory frees up.
 
-Owns the FIFO of waiting callers (no thundering herd, no barging past those already waiting); the byte
-accounting itself stays in the accumulator.
+Owns the FIFO of waiting callers (no thundering herd, no barging past those already waiting); the byte counts
+are the accumulator's `BufferPool`'s.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from .accumulator import RecordAccumulator
+from .buffer_pool import BufferPool
 from .errors import BufferExhaustedError
 
 __all__ = ["MemoryWaiters"]
@@ -19,8 +19,8 @@ __all__ = ["MemoryWaiters"]
 class MemoryWaiters:
     """The callers waiting for `buffer_memory`, served first come, first served."""
 
-    def __init__(self, accumulator: RecordAccumulator, wake_sender: Callable[[], None], max_block_ms: int) -> None:
-        self._accumulator = accumulator
+    def __init__(self, pool: BufferPool, wake_sender: Callable[[], None], max_block_ms: int) -> None:
+        self._pool = pool
         self._wake_sender = wake_sender
         self._max_block_ms = max_block_ms
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -38,15 +38,15 @@ class MemoryWaiters:
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         self._waiters.append(waiter)
-        self._accumulator.memory_waiters += 1  # makes lingering batches ready, so memory frees up sooner
+        self._pool.begin_wait()  # makes lingering batches ready, so memory frees up sooner
         self._wake_sender()
         try:
-            while not (self._waiters[0] is waiter and self._accumulator.has_room(size)):
+            while not (self._waiters[0] is waiter and self._pool.has_room(size)):
                 try:
                     await asyncio.wait_for(asyncio.shield(waiter), max(deadline - loop.time(), 0))
                 except asyncio.TimeoutError:
                     raise BufferExhaustedError(
-                        f"buffer_memory={self._accumulator.buffer_memory} exhausted for max_block_ms="
+                        f"buffer_memory={self._pool.total_bytes} exhausted for max_block_ms="
                         f"{self._max_block_ms}: the brokers are not keeping up (or not reachable)"
                     ) from None
                 if self._closed is not None:  # woken, then every waiter was failed before this one ran again
@@ -55,7 +55,7 @@ class MemoryWaiters:
                 fresh: asyncio.Future[None] = loop.create_future()
                 self._waiters[self._waiters.index(waiter)] = waiter = fresh
         finally:
-            self._accumulator.memory_waiters -= 1
+            self._pool.end_wait()
             if waiter in self._waiters:  # fail_all empties the queue
                 self._waiters.remove(waiter)
             self.notify()

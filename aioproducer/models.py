@@ -1,4 +1,5 @@
-"""The values users hand to the producer and get back: `ProducerRecord` and `RecordMetadata`.
+"""The values users hand to the producer and get back: `ProducerRecord`, `RecordMetadata`, and what
+`send_table` reports (`TableReport`, `RowFailures`).
 
 Both are named tuples: immutable, cheap to create by the hundred thousand on the bulk path.
 
@@ -10,10 +11,14 @@ order (topic, value, key, headers, partition, timestamp_ms) for unpacking, `_mak
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-__all__ = ["Header", "ProducerRecord", "RecordMetadata", "record_of"]
+if TYPE_CHECKING:
+    from .columnar.arrow import Int64Array
+
+__all__ = ["Header", "ProducerRecord", "RecordMetadata", "RowFailures", "TableReport", "record_of"]
 
 Header = tuple[str, "bytes | None"]
 
@@ -87,3 +92,46 @@ class RecordMetadata(NamedTuple):
     timestamp_ms: int
     serialized_key_size: int
     serialized_value_size: int
+
+
+class RowFailures(NamedTuple):
+    """Rows of a table that failed with one error: `rows` is an Arrow int64 array of their indices in the table (in
+    order; `pyarrow.array(failures.rows)` or `polars.Series(failures.rows)` take it without a copy)."""
+
+    error: BaseException
+    rows: Int64Array
+
+    def row_numbers(self) -> list[int]:
+        """The failed rows' indices as Python ints (a list as long as the failures)."""
+        return [row for row in self.rows.to_pylist() if row is not None]
+
+
+@dataclass(frozen=True)
+class TableReport:
+    """What `send_table` did with each row of a table: one report per call, not a Python object per row.
+
+    `rows` counts the rows read, `delivered` those acknowledged and `failed` the others (`delivered + failed ==
+    rows`); `failures` groups the failed rows by error (its class and message: each distinct error once);
+    `per_partition` counts the delivered rows per (topic, partition), and `offset_ranges` gives the lowest and highest
+    offset they took there (other writers' records may lie between; -1 where Kafka tells none: acks=0); `offsets`,
+    when the call asked for them, is an Arrow int64 array of each row's offset (null for a failed row, or unknown).
+    """
+
+    rows: int
+    delivered: int
+    failed: int
+    failures: tuple[RowFailures, ...] = ()
+    per_partition: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    offset_ranges: Mapping[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    offsets: Int64Array | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Every row was delivered."""
+        return self.failed == 0
+
+    def raise_first(self) -> None:
+        """Raise the error of the first failed row (for callers that want all-or-nothing), if any row failed."""
+        if self.failures:
+            first = min(self.failures, key=lambda failure: failure.row_numbers()[0])
+            raise first.error

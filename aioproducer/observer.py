@@ -1,5 +1,5 @@
 """What the producer tells the outside about itself: one object that turns the sender's and cluster's events into
-metrics, hook calls and log lines, and wraps the record path for record hooks.
+metrics, hook calls and log lines (the record hooks are `record_hooks`'s).
 
 Owns the event → metric/hook/log mapping, the last error (for `health()`), and the rule that observing never
 changes an outcome. The core calls it once per batch, request or connection change, never per record: the
@@ -15,12 +15,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .delivery import BatchOutcome, Delivery, new_delivery
 from .errors import BufferExhaustedError
 from .hooks import BatchWritten, HookChain, RequestDone, TransactionEvent, load_interceptor
 from .metrics import Gauges, MetricsSnapshot, ProducerMetrics
 from .metrics_fold import PENDING_BOUND, AnswerFacts, BatchFacts, SentFacts, fold_answers, fold_sent
-from .models import ProducerRecord, RecordMetadata, record_of
 from .protocol import ApiKey
 from .records.layout import BATCH_HEADER_SIZE
 
@@ -312,108 +310,6 @@ class Observer:
                 incoming_bytes=_per_node(live, "bytes_received"),
             )
         )
-
-    # -- record hooks -------------------------------------------------------------------------------------------
-    def wrap_enqueue(self, enqueue: Callable[..., Awaitable[Delivery]]) -> Callable[..., Awaitable[Delivery]]:
-        """`Producer.enqueue` with the record hooks around it (used only when some hook wants records)."""
-        hooks = self.hooks
-        watched: dict[BatchOutcome, list[tuple[ProducerRecord, Delivery]]] = {}
-
-        async def hooked_enqueue(
-            topic: str,
-            value: Any = None,
-            *,
-            key: Any = None,
-            headers: Any = None,
-            partition: int | None = None,
-            timestamp_ms: int | None = None,
-        ) -> Delivery:
-            record = hooks.record_buffered(ProducerRecord._make((topic, value, key, headers, partition, timestamp_ms)))
-            try:
-                delivery = await enqueue(
-                    record.topic,
-                    record.value,
-                    key=record.key,
-                    headers=record.headers,
-                    partition=record.partition,
-                    timestamp_ms=record.timestamp_ms,
-                )
-            except BaseException as exc:  # refused before it was buffered: Java acknowledges those too
-                hooks.record_acknowledged(record, None, exc)
-                raise
-            # Watched through its batch's outcome (one waiter per batch, run as the batch settles, before the
-            # callers' callbacks, as Java's onAcknowledgement): the caller cancelling its handle changes nothing.
-            outcome = delivery._outcome
-            waiting = watched.get(outcome)
-            if waiting is None:
-                waiting = watched[outcome] = []
-                outcome.add_waiter(partial(_acknowledge_batch, hooks, watched, outcome))
-            waiting.append((record, delivery))
-            return delivery
-
-        return hooked_enqueue
-
-    def wrap_send_many(
-        self, send_many: Callable[[Any], Awaitable[list[RecordMetadata | BaseException]]]
-    ) -> Callable[[Any], Awaitable[list[RecordMetadata | BaseException]]]:
-        """`Producer.send_many` with the record hooks around it: each record is acknowledged when the call returns."""
-        hooks = self.hooks
-
-        async def hooked_send_many(records: Iterable[Any]) -> list[RecordMetadata | BaseException]:
-            given = [r if type(r) is ProducerRecord else record_of(r) for r in records]
-            tokens = hooks.send_many_start(given)
-            batch = [hooks.record_buffered(record) for record in given]
-            try:
-                results = await send_many(batch)
-            except BaseException as exc:
-                for record in batch:
-                    hooks.record_acknowledged(record, None, exc)
-                hooks.send_many_end(tokens, [exc] * len(batch))
-                raise
-            for record, result in zip(batch, results, strict=True):
-                if isinstance(result, BaseException):
-                    hooks.record_acknowledged(record, None, result)
-                else:
-                    hooks.record_acknowledged(record, result, None)
-            hooks.send_many_end(tokens, results)
-            return results
-
-        return hooked_send_many
-
-
-def _acknowledge_batch(
-    hooks: HookChain,
-    watched: dict[BatchOutcome, list[tuple[ProducerRecord, Delivery]]],
-    outcome: BatchOutcome,
-) -> None:
-    """A watched batch settled (or was split): acknowledge each of its records to the hooks."""
-    waiting = watched.pop(outcome, [])
-    if not outcome.done:  # split after MESSAGE_TOO_LARGE (rare): follow each record to its half
-        for record, delivery in waiting:
-            watcher = new_delivery(
-                Delivery,
-                delivery._outcome,
-                delivery._index,
-                delivery._timestamp_ms,
-                delivery._key_size,
-                delivery._value_size,
-            )
-            watcher.add_done_callback(partial(_acknowledge, hooks, record))
-        return
-    error = outcome.error
-    for record, delivery in waiting:
-        if error is not None:
-            hooks.record_acknowledged(record, None, error)
-        else:
-            metadata = outcome.metadata(
-                delivery._index, delivery._timestamp_ms, delivery._key_size, delivery._value_size
-            )
-            hooks.record_acknowledged(record, metadata, None)
-
-
-def _acknowledge(hooks: HookChain, record: ProducerRecord, delivery: Delivery) -> None:
-    error = delivery.exception()
-    hooks.record_acknowledged(record, None if error is not None else delivery.result(), error)
 
 
 def _per_node(connections: Iterable[Any], attribute: str) -> dict[int, int]:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import random
 import struct
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from aioproducer.accelerated import compiled_twin
 from aioproducer.errors import (
     AioProducerError,
     ConfigError,
@@ -24,9 +25,14 @@ __all__ = [
     "Partitioner",
     "RoundRobinPartitioner",
     "TopicPartitions",
+    "PureDefaultPartitioner",
+    "candidates",
     "choose_partition",
+    "key_bytes",
     "murmur2",
     "partition_for_key",
+    "pick_other",
+    "still_usable",
 ]
 
 _SEED = 0x9747B28C
@@ -39,6 +45,8 @@ _WORD_READERS: dict[int, Callable[[bytes], tuple[int, ...]]] = {}
 
 def murmur2(data: bytes) -> int:
     """MurmurHash2 exactly as Java's Utils.murmur2 computes it (seed 0x9747b28c), as a signed int32."""
+    if type(data) is not bytes:
+        data = key_bytes(data)
     length = len(data)
     h = _SEED ^ length
     words = length >> 2
@@ -73,7 +81,7 @@ def partition_for_key(key: bytes, num_partitions: int) -> int:
     """The partition Java's BuiltInPartitioner.partitionForKey picks: over all partitions, available or not."""
     if num_partitions <= 0:
         raise UnknownPartitionError(f"a topic needs at least one partition, got {num_partitions}")
-    return (murmur2(_as_bytes(key)) & _POSITIVE) % num_partitions
+    return (murmur2(key_bytes(key)) & _POSITIVE) % num_partitions
 
 
 class TopicPartitions(Protocol):
@@ -175,7 +183,7 @@ class DefaultPartitioner:
         try:
             positive = self._hashes.get(key)
         except TypeError:  # an unhashable bytes-like key (bytearray): hash it without caching
-            return partition_for_key(_as_bytes(key), partitions.num_partitions)
+            return partition_for_key(key_bytes(key), partitions.num_partitions)
         if positive is None:
             positive = self._remember(key)
         try:
@@ -184,7 +192,7 @@ class DefaultPartitioner:
             raise UnknownPartitionError(f"topic {topic!r} has no partitions") from None
 
     def _remember(self, key: bytes) -> int:
-        positive = murmur2(_as_bytes(key)) & _POSITIVE
+        positive = murmur2(key_bytes(key)) & _POSITIVE
         if len(self._hashes) >= _HASH_CACHE_SIZE:
             self._hashes.clear()
         self._hashes[key] = positive
@@ -195,7 +203,7 @@ class DefaultPartitioner:
         if state is None or state.produced >= self._batch_size:
             state = self._switch(topic, state, partitions)
         elif state.checked_layout is not partitions:
-            if not _still_usable(state.partition, partitions):
+            if not still_usable(state.partition, partitions):
                 state = self._switch(topic, state, partitions)
             state.checked_layout = partitions
         state.produced += record_size
@@ -203,7 +211,7 @@ class DefaultPartitioner:
 
     def _switch(self, topic: str, old: _Sticky | None, partitions: TopicPartitions) -> _Sticky:
         previous = -1 if old is None else old.partition
-        state = _Sticky(_pick_other(_candidates(topic, partitions), previous, self._rng))
+        state = _Sticky(pick_other(candidates(topic, partitions), previous, self._rng))
         self._sticky[topic] = state
         return state
 
@@ -221,11 +229,12 @@ class RoundRobinPartitioner:
         """The next partition in the topic's cycle."""
         counter = self._counters.get(topic, 0)
         self._counters[topic] = (counter + 1) & _POSITIVE
-        candidates = _candidates(topic, partitions)
-        return candidates[counter % len(candidates)]
+        choices = candidates(topic, partitions)
+        return choices[counter % len(choices)]
 
 
-def _candidates(topic: str, partitions: TopicPartitions) -> Sequence[int]:
+def candidates(topic: str, partitions: TopicPartitions) -> Sequence[int]:
+    """The partitions a keyless record may go to: the available ones, or every one when none is available."""
     available = partitions.available_partitions
     if available:
         return available
@@ -235,7 +244,8 @@ def _candidates(topic: str, partitions: TopicPartitions) -> Sequence[int]:
     return range(count)
 
 
-def _still_usable(partition: int, partitions: TopicPartitions) -> bool:
+def still_usable(partition: int, partitions: TopicPartitions) -> bool:
+    """Whether a sticky partition may stay in use under a new layout: it exists and is available (or none is)."""
     # Cheap when every leader is known (the usual case); a membership scan only while some leader is missing.
     count = partitions.num_partitions
     if partition >= count:
@@ -244,7 +254,7 @@ def _still_usable(partition: int, partitions: TopicPartitions) -> bool:
     return len(available) == count or not available or partition in available
 
 
-def _pick_other(candidates: Sequence[int], previous: int, rng: random.Random) -> int:
+def pick_other(candidates: Sequence[int], previous: int, rng: random.Random) -> int:
     """A uniformly random candidate, excluding `previous` whenever another one exists (as Java's
     StickyPartitionCache did, so a switch really moves the load)."""
     n = len(candidates)
@@ -254,10 +264,20 @@ def _pick_other(candidates: Sequence[int], previous: int, rng: random.Random) ->
     return candidates[rng.randrange(n)]
 
 
-def _as_bytes(key: bytes) -> bytes:
+def key_bytes(key: bytes) -> bytes:
+    """A key as `bytes` (any bytes-like object is accepted); InvalidRecordError for anything else."""
     if isinstance(key, bytes):
         return key
     try:
         return memoryview(key).tobytes()
     except TypeError:
         raise InvalidRecordError(f"record keys must be bytes or None, got {type(key).__name__}") from None
+
+
+# The compiled twin, when built (see aioproducer.accelerated): the same hashes and the same picks, faster.
+PureDefaultPartitioner = DefaultPartitioner
+pure_murmur2 = murmur2
+_twin = compiled_twin("aioproducer._partitioner")
+if not TYPE_CHECKING and _twin is not None:
+    murmur2 = _twin.murmur2
+    DefaultPartitioner = _twin.DefaultPartitioner

@@ -14,35 +14,41 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .accelerated import speedups
 from .accumulator import RecordAccumulator
-from .appender import RECORD_MEMORY_OVERHEAD, Appender, Prepared
+from .appender import RECORD_MEMORY_OVERHEAD, Appender, PreparedRecord
 from .bulk_deliveries import BulkDeliveries, wait_all
 from .cluster import Cluster, monotonic_ms
+from .columnar.reader import ArrowReader
 from .compression import CompressionType
 from .config import ProducerConfig
-from .delivery import Delivery, resolve
+from .delivery import BatchOutcome, Delivery, resolve
 from .errors import (
     AioProducerError,
     InvalidRecordError,
+    InvalidTableError,
     KafkaTimeoutError,
     ProducerClosedError,
     TransactionFatalError,
     TransactionStateError,
     TransportError,
+    WouldBlockError,
 )
 from .health import Health, health_of
 from .idempotence import IdempotenceState
 from .memory import MemoryWaiters
 from .metadata import TopicInfo
 from .metrics import MetricsSnapshot
-from .models import ProducerRecord, RecordMetadata
+from .models import ProducerRecord, RecordMetadata, TableReport
 from .observer import Observer, new_observer
 from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
+from .record_hooks import RecordHooks
 from .records.layout import BATCH_HEADER_SIZE
 from .sender import Sender
 from .serializers import RecordSerializer, resolve_serializer
 from .settings import ProducerSettings
+from .table_appender import TableAppender
+from .table_deliveries import TableDeliveries
+from .table_records import send_table_as_records
 from .transactions import BatchHooks, TransactionManager
 from .transactions_api import TransactionalMethods
 from .transactions_state import State as TransactionPhase
@@ -59,11 +65,6 @@ _NEW, _RUNNING, _CLOSING, _CLOSED = "new", "running", "closing", "closed"
 # enqueue/send_many yield to the event loop after buffering this many bytes without waiting, so a tight loop of
 # calls does not starve the sender (which could then send nothing until buffer_memory is full) or other tasks.
 _YIELD_AFTER_BYTES = 64 * 1024
-
-
-def _new_bulk() -> BulkDeliveries:
-    """An empty `BulkDeliveries` for send_many and wait: the compiled twin when it is built."""
-    return speedups.BulkDeliveries() if speedups is not None else BulkDeliveries()
 
 
 class Producer(TransactionalMethods):
@@ -100,19 +101,19 @@ class Producer(TransactionalMethods):
             buffer_memory=cfg.buffer_memory,
             compression=self._compression,
             compression_level=cfg.compression_level,
+            new_outcome=self._new_outcome,
             guarantee_order=cfg.max_in_flight_requests_per_connection == 1,
             batch_max_size=cfg.effective_batch_max_size,
         )
-        self._memory_waiters = MemoryWaiters(self._accumulator, self._wake, cfg.max_block_ms)
+        self._memory_waiters = MemoryWaiters(self._accumulator.pool, self._wake, cfg.max_block_ms)
         self._shutdown_task: asyncio.Task[None] | None = None
         self._sender_error: BaseException | None = None  # why the sender task crashed, if it did
         self._observer: Observer = new_observer(
             cfg, hooks, config if isinstance(config, Mapping) else {}, monotonic_ms, RECORD_MEMORY_OVERHEAD
         )
         self._metrics = self._observer.metrics
-        if self._observer.hooks.wants_records:  # resolved once: without record hooks the record path is untouched
-            self.enqueue = self._observer.wrap_enqueue(self.enqueue)  # type: ignore[method-assign,assignment]
-            self.send_many = self._observer.wrap_send_many(self.send_many)  # type: ignore[method-assign,assignment]
+        # Resolved once: without record hooks the record path only checks that this is None.
+        self._record_hooks = RecordHooks(self._observer.hooks) if self._observer.hooks.wants_records else None
         self._txn: TransactionManager | None = None  # set by start() when transactional_id is given
 
     def __repr__(self) -> str:
@@ -152,8 +153,8 @@ class Producer(TransactionalMethods):
         self._sender.on_batch_done = self._memory_waiters.notify
         if self.config.transactional_id is not None:
             self._txn = self._new_transaction_manager(idempotence)
-        self._accumulator.loop = self._loop
         self._appender = self._new_appender()
+        self._table_appender = self._new_table_appender()
         self._task = self._loop.create_task(self._sender.run(), name="aioproducer-sender")
         self._task.add_done_callback(self._on_sender_exit)
         self._state = _RUNNING
@@ -176,7 +177,7 @@ class Producer(TransactionalMethods):
             self._cluster,
             idempotence,
             BatchHooks(
-                has_incomplete=lambda: bool(self._accumulator.incomplete),
+                has_incomplete=self._accumulator.has_incomplete,
                 sending_at_once=self._sending_at_once,
                 fail_unsent=sender.fail_unsent,
                 fail_queued=sender.fail_queued,
@@ -196,9 +197,9 @@ class Producer(TransactionalMethods):
 
     def _new_appender(self) -> Appender:
         cfg = self.config
-        appender_type = speedups.Appender if speedups is not None else Appender
-        appender: Appender = appender_type(
+        return Appender(
             accumulator=self._accumulator,
+            pool=self._accumulator.pool,
             cluster_state=self._cluster.state,
             partitioner=self._partitioner,
             key_serializer=resolve_serializer(cfg.key_serializer, role="key"),
@@ -209,11 +210,28 @@ class Producer(TransactionalMethods):
             size_limit_message=(
                 f"larger than max_request_size={cfg.max_request_size} / buffer_memory={cfg.buffer_memory}"
             ),
-            delivery_type=Delivery,
             clock_ms=monotonic_ms,
             wake_sender=self._sender.wake,
         )
-        return appender
+
+    def _new_table_appender(self) -> TableAppender:
+        cfg = self.config
+        return TableAppender(
+            accumulator=self._accumulator,
+            pool=self._accumulator.pool,
+            cluster_state=self._cluster.state,
+            partitioner=self._partitioner,
+            max_record_bytes=min(cfg.max_request_size - BATCH_HEADER_SIZE, cfg.buffer_memory - RECORD_MEMORY_OVERHEAD),
+            size_limit_message=(
+                f"larger than max_request_size={cfg.max_request_size} / buffer_memory={cfg.buffer_memory}"
+            ),
+            clock_ms=monotonic_ms,
+            wake_sender=self._sender.wake,
+        )
+
+    def _new_outcome(self, tp: tuple[str, int]) -> BatchOutcome:
+        """The outcome a new batch's records are settled through, bound to this producer's loop."""
+        return BatchOutcome(tp[0], tp[1], self._loop)
 
     async def __aenter__(self) -> Producer:
         try:
@@ -265,7 +283,7 @@ class Producer(TransactionalMethods):
     def _begin_closing(self) -> None:
         """No more records: sends raise, waiting sends fail now, and every buffered batch is ready at once."""
         self._state = _CLOSING
-        self._accumulator.closing = True
+        self._accumulator.close()
         error = self._closed_error()
         self._memory_waiters.fail_all(error)
         self._cluster.fail_waiters(error)
@@ -346,32 +364,96 @@ class Producer(TransactionalMethods):
         """Buffer one record; returns its `Delivery` as soon as it is buffered: await it for the `RecordMetadata`.
 
         Waits (up to `max_block_ms`) only for the topic's metadata or for buffer memory, and for an async serializer
-        when one is configured. Cancelling `enqueue` while
-        it waits guarantees the record is not sent; once it returned, the record will be delivered or failed.
+        when one is configured. Cancelling `enqueue` while it waits guarantees the record is not sent; once it
+        returned, the record will be delivered or failed.
         """
-        if self._state != _RUNNING:
-            raise self._closed_error()
-        serializer = self._record_serializer
-        if serializer is not None:  # context-aware or async serializers; plain ones run in the appender
-            if serializer.is_async:
-                key, value, headers = await serializer.apply_async(topic, key, value, headers)
-                if self._state != _RUNNING:
-                    raise self._closed_error()
-            else:
-                key, value, headers = serializer.apply(topic, key, value, headers)
-        appender = self._appender
-        if appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
-            # Before buffering, so that a cancellation here leaves the record unsent, as documented.
-            appender.unyielded_bytes = 0
-            await asyncio.sleep(0)
+        hooks = self._record_hooks
+        if hooks is not None:
+            record = hooks.buffering(topic, value, key, headers, partition, timestamp_ms)
+            topic, value, key, headers, partition, timestamp_ms = record
+        try:
             if self._state != _RUNNING:
                 raise self._closed_error()
-        if self._txn is not None:  # here, after every wait: a transaction that ended meanwhile takes no record
-            self._txn.check_send()
-        delivery = appender.append_now(topic, value, key, headers, partition, timestamp_ms)
-        if type(delivery) is tuple:
-            delivery = await self._append_after_waiting(topic, delivery, partition)
-        return delivery  # type: ignore[return-value]
+            serializer = self._record_serializer
+            if serializer is not None:  # context-aware or async serializers; plain ones run in the appender
+                if serializer.is_async:
+                    key, value, headers = await serializer.apply_async(topic, key, value, headers)
+                    if self._state != _RUNNING:
+                        raise self._closed_error()
+                else:
+                    key, value, headers = serializer.apply(topic, key, value, headers)
+            appender = self._appender
+            if appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
+                # Before buffering, so that a cancellation here leaves the record unsent, as documented.
+                appender.unyielded_bytes = 0
+                await asyncio.sleep(0)
+                if self._state != _RUNNING:
+                    raise self._closed_error()
+            if self._txn is not None:  # here, after every wait: a transaction that ended meanwhile takes no record
+                self._txn.check_send()
+            delivery = appender.append_now(topic, value, key, headers, partition, timestamp_ms)
+            if type(delivery) is PreparedRecord:
+                delivery = await self._append_after_waiting(delivery)
+        except BaseException as exc:
+            if hooks is not None:
+                hooks.refused(record, exc)
+            raise
+        if hooks is not None:
+            hooks.buffered(record, delivery)  # type: ignore[arg-type]
+        return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
+
+    def enqueue_nowait(
+        self,
+        topic: str,
+        value: Any = None,
+        *,
+        key: Any = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Delivery:
+        """Buffer one record without awaiting anything, and return its `Delivery`; or raise `WouldBlockError`, the
+        record not buffered, when `enqueue` would have to wait: for the topic's metadata (or a partition beyond
+        its known ones), for buffer memory, or to let the event loop run (after 64 KiB buffered without yielding,
+        so the sender can send). Then `await producer.enqueue(...)` the same record (anyio's `send_nowait` idiom):
+
+            try:
+                delivery = producer.enqueue_nowait(topic, value)
+            except WouldBlockError:
+                delivery = await producer.enqueue(topic, value)
+
+        Any other error is `enqueue`'s. A producer with an async serializer cannot buffer without awaiting it:
+        every call raises WouldBlockError.
+        """
+        hooks = self._record_hooks
+        if hooks is not None:
+            record = hooks.buffering(topic, value, key, headers, partition, timestamp_ms)
+            topic, value, key, headers, partition, timestamp_ms = record
+        try:
+            if self._state != _RUNNING:
+                raise self._closed_error()
+            appender = self._appender
+            if appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
+                raise WouldBlockError("the producer must let the event loop run first: await enqueue(...)")
+            serializer = self._record_serializer
+            if serializer is not None:
+                if serializer.is_async:
+                    raise WouldBlockError("an async serializer must be awaited: await enqueue(...)")
+                key, value, headers = serializer.apply(topic, key, value, headers)
+            if self._txn is not None:
+                self._txn.check_send()
+            delivery = appender.append_now(topic, value, key, headers, partition, timestamp_ms)
+            if type(delivery) is PreparedRecord:
+                raise WouldBlockError(
+                    f"topic {topic!r} has no metadata yet, or buffer memory is short: await enqueue(...)"
+                )
+        except BaseException as exc:
+            if hooks is not None and type(exc) is not WouldBlockError:
+                hooks.refused(record, exc)
+            raise
+        if hooks is not None:
+            hooks.buffered(record, delivery)  # type: ignore[arg-type]
+        return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
 
     async def send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
         """Send many records; one result per record, in order: its RecordMetadata or the exception it failed with.
@@ -380,6 +462,13 @@ class Producer(TransactionalMethods):
         buffering further records; those already buffered are still delivered. When the producer starts closing
         while the call is buffering, the records not yet buffered fail with ProducerClosedError.
         """
+        if self._record_hooks is not None:
+            return await self._record_hooks.around_send_many(
+                records if isinstance(records, Sequence) else list(records), self._send_many
+            )
+        return await self._send_many(records)
+
+    async def _send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
         if self._state != _RUNNING:
             raise self._closed_error()
         if self._txn is not None:
@@ -394,7 +483,7 @@ class Producer(TransactionalMethods):
         if self._record_serializer is not None:
             batch, refused = await self._record_serializer.apply_many(batch)
         appender = self._appender
-        bulk = _new_bulk()
+        bulk = BulkDeliveries()
         index = 0
         while index < len(batch):
             if self._state != _RUNNING:
@@ -411,14 +500,12 @@ class Producer(TransactionalMethods):
                     for _ in range(index, len(batch)):
                         bulk.add(exc)
                     break
-            index = appender.append_many(batch, index, int(time.time() * 1000), bulk, _YIELD_AFTER_BYTES)
-            prepared = bulk.last()
-            if type(prepared) is tuple:
-                topic, partition = batch[index - 1][0], batch[index - 1][4]
+            index, prepared = appender.append_many(batch, index, int(time.time() * 1000), bulk, _YIELD_AFTER_BYTES)
+            if prepared is not None:
                 try:
-                    bulk.set_last(await self._append_after_waiting(topic, prepared, partition))
+                    bulk.add(await self._append_after_waiting(prepared))
                 except AioProducerError as exc:
-                    bulk.set_last(exc)
+                    bulk.add(exc)
             elif appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
                 # Let the sender and other tasks run during a long call (keeps event-loop lag low).
                 appender.unyielded_bytes = 0
@@ -431,6 +518,116 @@ class Producer(TransactionalMethods):
         results: list[RecordMetadata | BaseException] = bulk.results(resolve)
         return RecordSerializer.merge(results, refused) if refused else results
 
+    async def send_table(
+        self,
+        data: Any,
+        *,
+        topic: str | None = None,
+        topic_column: str | None = None,
+        key: str | None = None,
+        value: str | None = None,
+        headers: str | None = None,
+        partition: str | None = None,
+        timestamp: str | None = None,
+        offsets: bool = False,
+    ) -> TableReport:
+        """Send every row of a table as a record, and wait until each is delivered or failed; one `TableReport`.
+
+        `data` is anything that speaks the Arrow PyCapsule interface (a pyarrow Table, RecordBatch or
+        RecordBatchReader, a polars or pandas DataFrame, a DuckDB result, ...): its buffers are read in place,
+        batch by batch, and no Python object is made per row. Name the columns by role: `key` and `value` (binary
+        or string, null meaning null), `headers` (a list of struct<key: string, value: binary>, or a map),
+        `partition` (integers; null lets the partitioner choose), `timestamp` (epoch milliseconds, or an Arrow
+        timestamp; null: now); one `topic` for every row, or a `topic_column`. Columns hold the records' bytes
+        (strings as their UTF-8): the producer's serializers, made for Python values, do not apply.
+
+        A column that cannot be used (missing, of the wrong type, shorter than the table) raises InvalidTableError
+        naming it, before anything is sent. A row that cannot be sent (too large, a null or invalid topic, a bad
+        header key, a negative partition or timestamp, a partition the topic lacks) fails alone: the report lists
+        failed rows by error. With `offsets=True` the report holds each row's offset, as an Arrow array.
+
+        As `send_many`: idempotence, per-partition order and transactions hold; `buffer_memory` bounds what is
+        buffered (a larger table streams through it); the last batches go out at once rather than after linger_ms.
+        Cancelling stops reading the table (rows already buffered are still delivered); once the producer starts
+        closing, rows not yet buffered fail with ProducerClosedError and the table is read no further. With record
+        hooks (or OpenTelemetry's) every row is shown to them, as a ProducerRecord: that path is send_many's.
+        """
+        if self._state != _RUNNING:
+            raise self._closed_error()
+        if (topic is None) == (topic_column is None):
+            raise InvalidTableError(
+                "send_table takes one topic for every row (topic=) or a topic column (topic_column=)"
+            )
+        if topic is not None:
+            check_topic(topic)
+        if self._txn is not None:
+            self._txn.check_send()
+        reader = ArrowReader(
+            data, key=key, value=value, topic=topic_column, partition=partition, timestamp=timestamp, headers=headers
+        )
+        if self._record_hooks is not None:
+            return await send_table_as_records(reader, topic, self.send_many, offsets)
+        return await self._send_table(reader, topic, offsets)
+
+    async def _send_table(self, reader: ArrowReader, topic: str | None, offsets: bool) -> TableReport:
+        appender = self._table_appender
+        deliveries = TableDeliveries(offsets)
+        rows = 0
+        with reader:
+            for columns in reader:
+                start, waited = 0, False
+                while start < columns.num_rows:
+                    stop = self._refusal()
+                    if stop is not None:  # closing, or the transaction ended: this batch's rest fails, no more is read
+                        for row in range(start, columns.num_rows):
+                            deliveries.refuse(rows + row, stop)
+                        return await self._table_report(deliveries, rows + columns.num_rows)
+                    wait = appender.append_rows(
+                        columns, start, rows, topic, int(time.time() * 1000), deliveries, _YIELD_AFTER_BYTES, waited
+                    )
+                    if wait is None:
+                        break
+                    start, waited = wait.row, False
+                    if not wait.topic:  # buffered enough without yielding: let the sender and other tasks run
+                        appender.unyielded_bytes = 0
+                        await asyncio.sleep(0)
+                        continue
+                    try:
+                        await self._wait_to_append(wait.topic, wait.partition, wait.memory)
+                        waited = True
+                    except AioProducerError as exc:  # metadata or memory did not come within max_block_ms
+                        deliveries.refuse(rows + start, exc)
+                        start += 1
+                rows += columns.num_rows
+        return await self._table_report(deliveries, rows)
+
+    async def _table_report(self, deliveries: TableDeliveries, rows: int) -> TableReport:
+        # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
+        with self._sending_at_once():
+            await deliveries.settled()
+        return deliveries.report(rows)
+
+    async def _wait_to_append(self, topic: str, partition: int | None, memory: int) -> None:
+        """Wait for what a row needs before it is buffered: its topic's metadata (a partition beyond the known ones
+        included), or `memory` bytes of buffer memory; together bounded by `max_block_ms`."""
+        deadline = self._loop.time() + self.config.max_block_ms / 1000
+        info = self._cluster.metadata.topics.get(topic)
+        if info is None or not info.num_partitions or (partition is not None and partition >= info.num_partitions):
+            info = await self._wait_for_topic(topic, partition)
+        if memory and (self._memory_waiters or not self._accumulator.has_room(memory)):
+            await self._observer.timed_memory_wait(self._memory_waiters.wait(memory, deadline))
+
+    def _refusal(self) -> AioProducerError | None:
+        """Why no more records may be buffered now (the producer is closing, or the transaction ended), if so."""
+        if self._state != _RUNNING:
+            return self._closed_error()
+        if self._txn is not None:
+            try:
+                self._txn.check_send()
+            except AioProducerError as exc:
+                return exc
+        return None
+
     async def wait(self, deliveries: Iterable[Any]) -> list[RecordMetadata | BaseException]:
         """Wait for many records' deliveries; one result per item, in order: its `RecordMetadata` or the exception
         it failed with (never raised). The fast way to wait for what `enqueue` returned.
@@ -441,24 +638,25 @@ class Producer(TransactionalMethods):
         are not a `Delivery` (a cancelled one, an asyncio future or task) are awaited too, and their result or
         exception takes their place. Cancelling `wait` cancels only the waiting.
         """
-        return await wait_all(deliveries, _new_bulk())
+        return await wait_all(deliveries)
 
-    async def _append_after_waiting(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
+    async def _append_after_waiting(self, prepared: PreparedRecord) -> Delivery:
         """The slow path: wait for metadata and memory (together bounded by `max_block_ms`), then append."""
         if self._state != _RUNNING:
             raise self._closed_error()
         deadline = self._loop.time() + self.config.max_block_ms / 1000
+        topic, partition = prepared.topic, prepared.partition
         info = self._cluster.metadata.topics.get(topic)
         if info is None or not info.num_partitions or (partition is not None and partition >= info.num_partitions):
             info = await self._wait_for_topic(topic, partition)
-        memory = prepared[3] + RECORD_MEMORY_OVERHEAD
+        memory = prepared.memory
         if self._memory_waiters or not self._accumulator.has_room(memory):
             await self._observer.timed_memory_wait(self._memory_waiters.wait(memory, deadline))
         if self._state != _RUNNING:
             raise self._closed_error()
         if self._txn is not None:
             self._txn.check_send()
-        return self._appender.place(topic, prepared, partition, info)
+        return self._appender.place(prepared, info)
 
     # -- flushing -----------------------------------------------------------------------------------------------
     async def flush(self, timeout: float | None = None) -> None:
@@ -475,8 +673,7 @@ class Producer(TransactionalMethods):
             self._metrics.flush_time_ns_total += time.perf_counter_ns() - started
 
     async def _wait_incomplete(self, timeout: float | None) -> None:
-        acc = self._accumulator
-        batches = list(acc.incomplete)
+        batches = self._accumulator.incomplete_batches()
         if not batches:
             return
         done: asyncio.Future[None] = self._loop.create_future()
@@ -499,12 +696,12 @@ class Producer(TransactionalMethods):
     @contextlib.contextmanager
     def _sending_at_once(self) -> Iterator[None]:
         """While a caller waits for what is buffered, every batch is ready at once (linger_ms is not waited out)."""
-        self._accumulator.flushing += 1
+        self._accumulator.begin_flush()
         self._wake()
         try:
             yield
         finally:
-            self._accumulator.flushing -= 1
+            self._accumulator.end_flush()
 
     # -- information --------------------------------------------------------------------------------------------
     async def partitions_for(self, topic: str) -> list[int]:
@@ -531,7 +728,7 @@ class Producer(TransactionalMethods):
             self._accumulator,
             self._cluster.open_connections() if started else (),
             self._sender.idempotence if started else None,
-            self._accumulator.memory_waiters,
+            self._accumulator.pool.waiters,
         )
 
     def health(self) -> Health:
@@ -569,7 +766,7 @@ class Producer(TransactionalMethods):
     def _topics_in_use(self) -> set[str]:
         """Topics with batches waiting to be sent or retried (read once per metadata refresh, one look per
         partition; a batch in flight comes back to its queue if its request fails)."""
-        return {topic for (topic, _partition), queue in self._accumulator.queues.items() if queue}
+        return self._accumulator.topics_with_batches()
 
     def _wake(self) -> None:
         if self._state != _NEW:
@@ -589,11 +786,10 @@ class Producer(TransactionalMethods):
 
 def _resolve_partitioner(cfg: ProducerConfig) -> Partitioner:
     spec = cfg.partitioner
-    default: type[DefaultPartitioner] = speedups.DefaultPartitioner if speedups is not None else DefaultPartitioner
     if spec == "default":
-        return default(cfg.batch_size, ignore_keys=cfg.partitioner_ignore_keys)
+        return DefaultPartitioner(cfg.batch_size, ignore_keys=cfg.partitioner_ignore_keys)
     if spec == "uniform_sticky":
-        return default(cfg.batch_size, ignore_keys=True)
+        return DefaultPartitioner(cfg.batch_size, ignore_keys=True)
     if spec == "round_robin":
         return RoundRobinPartitioner()
     return spec  # type: ignore[return-value]  # validated by ProducerConfig: an object with `partition`

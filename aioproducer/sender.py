@@ -12,6 +12,7 @@ import asyncio
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ from .kafka_errors import kafka_error
 from .observer import Observer
 from .protocol import ApiKey
 from .records import BatchBuilder
+from .records.pipeline import BatchPipeline
 
 __all__ = ["Sender", "TransactionGate"]
 
@@ -62,13 +64,20 @@ class Sender:
     ) -> None:
         self._config = config
         self._acc = accumulator
+        # Closing drained batches (compress, stamp, checksum): beside the loop on a worker thread when the compiled
+        # pipeline has the codec natively, else here on the loop, paced so that it stays short.
+        self._pipeline = BatchPipeline(accumulator.compression, accumulator.compression_level)
         self._compression_pacer = (
             None
-            if accumulator.compression == CompressionType.NONE
+            if accumulator.compression == CompressionType.NONE or self._pipeline.off_loop
             else CompressionPacer(accumulator.compression, accumulator.compression_level)
         )
+        # Produce requests drained but not written yet, per connection, in drain order: each waits until the
+        # pipeline has closed its batches, and none overtakes an earlier one on its connection (sequence order).
+        self._unwritten: dict[BrokerConnection, deque[_PendingRequest]] = {}
+        self._closing: dict[ProducerBatch, _PendingRequest] = {}  # batch on the pipeline's worker -> its request
         if self._compression_pacer is not None:
-            accumulator.compressible_size = self._compression_pacer.largest_on_loop()
+            accumulator.limit_growth(self._compression_pacer.largest_on_loop())
         self._cluster = cluster
         self._idem = idempotence
         self._acks = acks
@@ -105,6 +114,16 @@ class Sender:
         self.wake()
 
     async def run(self) -> None:
+        pipeline_fd = self._pipeline.fileno()
+        if pipeline_fd >= 0:
+            asyncio.get_running_loop().add_reader(pipeline_fd, self._on_batches_closed)
+        try:
+            await self._run()
+        finally:
+            if pipeline_fd >= 0:
+                asyncio.get_running_loop().remove_reader(pipeline_fd)
+
+    async def _run(self) -> None:
         while self._running:
             self._wakeup_pending = False
             now = monotonic_ms()
@@ -152,6 +171,10 @@ class Sender:
 
     async def close(self) -> None:
         self.stop()
+        # Batches still on the pipeline's worker are finished (a few milliseconds at most) and come back: their
+        # requests then go to connections that are closed, and their batches back to their queues.
+        self._pipeline.shutdown()
+        self._on_batches_closed()
         tasks = list(self._side_tasks)
         for task in tasks:
             task.cancel()
@@ -212,7 +235,11 @@ class Sender:
             conn = self._cluster.connection(node_id)
             if conn is None or not conn.writable:
                 continue
-            if conn.in_flight >= self._config.max_in_flight_requests_per_connection:
+            unwritten = self._unwritten.get(conn)
+            if (
+                conn.in_flight + (len(unwritten) if unwritten else 0)
+                >= self._config.max_in_flight_requests_per_connection
+            ):
                 continue
             if self.transaction is not None:
                 partitions = [tp for tp in partitions if self.transaction.may_send(tp)]
@@ -238,18 +265,16 @@ class Sender:
         when that alone would be long (`drain` skips it until its thread is done); or, when this pass has already
         compressed on the loop for most of the budget, in the next pass (it is left out of the partitions returned,
         and keeps growing meanwhile). Returns the partitions to drain now and the time spent compressing so far."""
-        acc, pacer = self._acc, self._compression_pacer
+        pacer = self._compression_pacer
         if pacer is None:
             return partitions, spent_ns
+        heads = {head.tp: head for head in self._acc.drainable_heads(partitions, self._idem.may_drain)}
         to_drain: list[tuple[str, int]] = []
         for tp in partitions:
-            queue = acc.queues.get(tp)
-            head = queue[0] if queue else None
-            if head is None or head.builder is None or head.compressing or tp in acc.muted:
-                to_drain.append(tp)
+            head = heads.get(tp)
+            if head is None or head.builder is None:
+                to_drain.append(tp)  # nothing to compress here; drain decides the rest
                 continue
-            if not self._idem.may_drain(head):
-                continue  # left open: it may grow until it can go
             size = head.builder.estimated_size
             if pacer.off_loop(size):
                 head.seal()
@@ -262,7 +287,7 @@ class Sender:
                 pacer.measured(size, elapsed)
                 spent_ns += elapsed
                 to_drain.append(tp)
-        acc.compressible_size = pacer.largest_on_loop()
+        self._acc.limit_growth(pacer.largest_on_loop())
         return to_drain, spent_ns
 
     async def _compress(self, batch: ProducerBatch, builder: BatchBuilder) -> None:
@@ -283,18 +308,62 @@ class Sender:
         return closed
 
     def _send_produce(self, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
-        txn = self.transaction
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for batch in batches:
-            records = batch.close().encode(
-                producer_id=batch.producer_id,
-                producer_epoch=batch.producer_epoch,
-                base_sequence=wire_sequence(batch.base_sequence),
-                transactional=txn is not None,
+        """Close the drained batches for the wire (on the pipeline's worker, or at once) and write their request once
+        every batch is ready and every earlier request to the connection is written."""
+        request = _PendingRequest(conn, batches)
+        transactional = self.transaction is not None
+        for position, batch in enumerate(batches):
+            request.uncompressed[position] = -1 if batch.closed is not None else batch.size_in_bytes
+            encoded = self._pipeline.submit(
+                batch, batch.producer_id, batch.producer_epoch, wire_sequence(batch.base_sequence), transactional
             )
-            by_topic.setdefault(batch.topic, []).append({"index": batch.partition, "records": records})
+            if encoded is None:
+                self._closing[batch] = request
+                request.missing += 1
+            else:
+                request.encoded[position] = encoded
+                self._acc.observe_compression(request.uncompressed[position], len(encoded))
             batch.leader_id, batch.leader_epoch = conn.node_id, self._leader_epoch_of(batch.tp)
             self._on_wire[batch] = None
+        self._unwritten.setdefault(conn, deque()).append(request)
+        self._write_ready(conn)
+
+    def _on_batches_closed(self) -> None:
+        """The pipeline's worker has closed batches (its pipe is readable): put each in its request, and write the
+        requests that are complete."""
+        touched: set[BrokerConnection] = set()
+        for batch, encoded in self._pipeline.completed():
+            request = self._closing.pop(batch)
+            if isinstance(encoded, BaseException):
+                request.error = encoded
+            else:
+                position = request.batches.index(batch)
+                request.encoded[position] = encoded
+                self._acc.observe_compression(request.uncompressed[position], len(encoded))
+            request.missing -= 1
+            touched.add(request.conn)
+        for conn in touched:
+            self._write_ready(conn)
+        if touched:
+            self.wake()
+
+    def _write_ready(self, conn: BrokerConnection) -> None:
+        """Write the connection's complete requests, oldest first, up to the first one still waiting for a batch."""
+        queue = self._unwritten.get(conn)
+        while queue and not queue[0].missing:
+            request = queue.popleft()
+            if request.error is not None:
+                self._on_no_response(request.batches, request.error, monotonic_ms())
+            else:
+                self._write_produce(conn, request.batches, request.encoded)
+        if queue is not None and not queue:
+            del self._unwritten[conn]
+
+    def _write_produce(self, conn: BrokerConnection, batches: list[ProducerBatch], encoded: list[Any]) -> None:
+        txn = self.transaction
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for batch, records in zip(batches, encoded, strict=True):
+            by_topic.setdefault(batch.topic, []).append({"index": batch.partition, "records": records})
         body = {
             "transactional_id": None if txn is None else txn.transactional_id,
             "acks": self._acks,
@@ -346,8 +415,8 @@ class Sender:
             log.exception("handling a Produce answer failed")
             for batch in batches:  # those not handled yet: not settled, not split, not back in their queue
                 self._on_wire.pop(batch, None)
-                handled = batch.outcome.done or batch not in self._acc.incomplete
-                if not handled and batch not in self._acc.queues.get(batch.tp, ()):
+                handled = batch.outcome.done or not self._acc.is_incomplete(batch)
+                if not handled and not self._acc.is_queued(batch):
                     self._idem.on_abandoned([batch], exc)  # best effort: its sequence bookkeeping is suspect
                     self._settle_failure(batch, exc)
         finally:
@@ -395,7 +464,7 @@ class Sender:
 
     def _off_wire(self, batch: ProducerBatch) -> None:
         self._on_wire.pop(batch, None)
-        self._acc.muted.discard(batch.tp)  # with one request in flight, the partition may go on (Java: unmute)
+        self._acc.unmute(batch.tp)  # with one request in flight, the partition may go on (Java: unmute)
 
     def _on_partition_error(self, batch: ProducerBatch, code: int, part: dict[str, Any]) -> None:
         """Metadata consequences of an error answer: the KIP-951 leader hint, a refresh for stale metadata."""
@@ -499,6 +568,21 @@ _INIT_PRODUCER_ID: dict[str, Any] = {
 }
 # The answer for a partition of an acks=0 request: nothing is known but that it went out.
 _ACKS_ZERO: dict[str, Any] = {"error_code": 0, "base_offset": -1, "log_append_time_ms": -1}
+
+
+class _PendingRequest:
+    """A Produce request drained for a connection and not written yet: its batches, and their bytes as the pipeline
+    closes them (`missing` of them still on its worker; `error` when the worker failed one)."""
+
+    __slots__ = ("batches", "conn", "encoded", "error", "missing", "uncompressed")
+
+    def __init__(self, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
+        self.conn = conn
+        self.batches = batches
+        self.encoded: list[Any] = [None] * len(batches)
+        self.uncompressed = [-1] * len(batches)  # each batch's size before it was closed (-1: closed before)
+        self.missing = 0
+        self.error: BaseException | None = None
 
 
 class _FailureLog:

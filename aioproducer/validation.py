@@ -10,14 +10,22 @@ import re
 from collections.abc import Sequence
 
 from .errors import InvalidRecordError, UnknownPartitionError
+from .records.layout import INT64_MAX, MAX_RECORD_OVERHEAD
 
-__all__ = ["INT64_MAX", "check_headers", "check_partition", "check_timestamp", "check_topic", "record_size"]
+__all__ = [
+    "HEADER_OVERHEAD_BYTES",
+    "INT64_MAX",
+    "check_headers",
+    "check_partition",
+    "check_timestamp",
+    "check_topic",
+    "record_size",
+]
 
-INT64_MAX = (1 << 63) - 1
 
-# Attributes, timestamp and offset deltas, and the length varints of one record, at their widest.
-_RECORD_OVERHEAD_BYTES = 21
-_HEADER_OVERHEAD_BYTES = 10
+# A header's share of a record's size bound: its two length varints at their widest (the key counts 4 bytes per
+# character, the most UTF-8 can take).
+HEADER_OVERHEAD_BYTES = 10
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
@@ -86,11 +94,11 @@ def check_headers(headers: object) -> tuple[tuple[str, bytes | None], ...]:
 
 def record_size(key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]) -> int:
     """An upper bound of the record's bytes inside a batch (what `buffer_memory` counts)."""
-    size = _RECORD_OVERHEAD_BYTES
+    size = MAX_RECORD_OVERHEAD
     if key is not None:
         size += len(key)
     if value is not None:
         size += len(value)
     for header_key, header_value in headers:
-        size += _HEADER_OVERHEAD_BYTES + len(header_key) * 4 + (len(header_value) if header_value else 0)
+        size += HEADER_OVERHEAD_BYTES + len(header_key) * 4 + (len(header_value) if header_value else 0)
     return size

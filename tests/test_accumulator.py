@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aioproducer.accumulator import RecordAccumulator
 from aioproducer.compression import CompressionType
-from aioproducer.delivery import resolve
+from aioproducer.delivery import BatchOutcome, resolve
 from aioproducer.idempotence import IdempotenceState
 from aioproducer.records import read_batches
 
@@ -18,6 +18,7 @@ def make(batch_size: int = 1000, linger_ms: int = 5, buffer_memory: int = 10_000
         buffer_memory=buffer_memory,
         compression=CompressionType.NONE,
         compression_level=None,
+        new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], None),
     )
 
 
@@ -60,7 +61,7 @@ def test_flush_makes_lingering_batches_ready() -> None:
     acc = make(linger_ms=10_000)
     append(acc, b"a", 0)
     assert acc.ready(1, lambda tp: 1).ready == {}
-    acc.flushing += 1
+    acc.begin_flush()
     assert acc.ready(1, lambda tp: 1).ready == {1: [TP]}
 
 
@@ -149,7 +150,7 @@ def test_split_halves_a_batch_keeping_records_outcomes_and_memory() -> None:
     assert values == [b"v%d" % i for i in range(5)]
     assert sum(h.reserved_bytes for h in halves) == 150 and acc.used_bytes == 150
     # A split is not a retry: the halves go out at once, without a backoff (Java's splitAndReenqueue).
-    assert acc.ready(0, lambda tp: 1).ready == {1: [TP]} and batch not in acc.incomplete
+    assert acc.ready(0, lambda tp: 1).ready == {1: [TP]} and not acc.is_incomplete(batch)
 
 
 def grown(batch_size: int = 1000, batch_max_size: int = 4000) -> RecordAccumulator:
@@ -159,6 +160,7 @@ def grown(batch_size: int = 1000, batch_max_size: int = 4000) -> RecordAccumulat
         buffer_memory=1 << 20,
         compression=CompressionType.NONE,
         compression_level=None,
+        new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], None),
         batch_max_size=batch_max_size,
     )
 

@@ -20,6 +20,8 @@ PURE = [
     "metadata",
     "node_states",
     "accumulator",
+    "batch",
+    "buffer_pool",
     "idempotence",
     "validation",
     "metrics",
@@ -27,6 +29,7 @@ PURE = [
     "transactions_state",
     "transactions_verdicts",
     "transactions_group",
+    "columnar",
 ]
 IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 # Each layer may import only from the layers listed after it (and from errors / kafka_errors, below everything).
@@ -39,28 +42,19 @@ LAYERS = [
     ["transactions_requests"],
     ["appender", "sender", "health", "transactions_coordinator"],
     ["cluster"],
-    ["connection", "memory", "observer"],
+    ["connection", "memory", "observer", "record_hooks"],
     ["security"],
     ["accumulator", "metrics_fold", "compression_pacing", "bulk_deliveries"],
     ["delivery", "hooks", "metrics"],
-    ["transactions_state", "transactions_verdicts"],
+    ["transactions_state", "transactions_verdicts", "batch", "columnar"],
     ["metadata", "node_states", "idempotence", "partitioner", "validation", "models", "transactions_group"],
+    ["buffer_pool"],
     ["records"],
     ["compression"],
     ["protocol"],
 ]
-# `accelerated` picks the compiled `_speedups` twins of hot-path parts; the extension itself imports nothing else.
-BASE = {
-    "errors",
-    "kafka_errors",
-    "config",
-    "config_values",
-    "settings",
-    "serializers",
-    "accelerated",
-    "_speedups",
-    "__init__",
-}
+# `accelerated` is the switch each twinned module asks for its compiled twin.
+BASE = {"errors", "kafka_errors", "config", "config_values", "settings", "serializers", "accelerated", "__init__"}
 
 
 def imports_of(path: Path) -> set[str]:

@@ -91,7 +91,7 @@ async def test_send_many_resolves_every_record_when_close_runs_while_it_buffers(
     # Once one record failed for the close, no later one was buffered.
     first_closed = next(i for i, r in enumerate(results) if isinstance(r, ProducerClosedError))
     assert all(not isinstance(r, RecordMetadata) for r in results[first_closed:] if close_timeout is None)
-    assert not producer._accumulator.incomplete and producer._accumulator.used_bytes == 0
+    assert not producer._accumulator.has_incomplete() and producer._accumulator.used_bytes == 0
 
 
 async def test_async_with_closes_within_close_timeout_ms(mock_cluster: MockCluster) -> None:

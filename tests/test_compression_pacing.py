@@ -1,5 +1,6 @@
-"""Where batches are compressed: on the event loop while that is short, in a worker thread when it would be long;
-and how far batches may grow for their compression to stay short."""
+"""Where batches are compressed when the compiled pipeline cannot take them (the pure-Python twin, or a codec built
+without its native library): on the event loop while that is short, in a worker thread when it would be long; and
+how far batches may grow for their compression to stay short. The producer tests below run on the pure twins."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import asyncio
 import os
 import threading
 
+import pytest
+
 from aioproducer import Producer, RecordMetadata
 from aioproducer.compression import CompressionType
 from aioproducer.compression_pacing import ON_LOOP_BUDGET_NS, CompressionPacer
 from aioproducer.testing import read_back
+from tests.twins import use_twin
 
 
 def test_batches_grow_further_with_faster_codecs() -> None:
@@ -48,7 +52,10 @@ def test_the_learnt_speed_follows_what_was_measured() -> None:
     assert pacer.off_loop(size)
 
 
-async def test_a_batch_too_slow_for_the_loop_is_compressed_in_a_worker_thread(tansu_bootstrap: str) -> None:
+async def test_a_batch_too_slow_for_the_loop_is_compressed_in_a_worker_thread(
+    tansu_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_twin(monkeypatch, "pure")
     # gzip at level 9 over 1 MiB batches of random bytes takes tens of ms each: far past the budget, so off the loop.
     records = [b"%05d-" % i + os.urandom(1000) for i in range(3000)]
     before = set(threading.enumerate())
@@ -68,11 +75,14 @@ async def test_a_batch_too_slow_for_the_loop_is_compressed_in_a_worker_thread(ta
     assert [r.value for r in stored] == records
 
 
-async def test_grown_batches_stay_within_what_the_codec_compresses_in_the_budget(tansu_bootstrap: str) -> None:
+async def test_grown_batches_stay_within_what_the_codec_compresses_in_the_budget(
+    tansu_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_twin(monkeypatch, "pure")
     records = [b"%05d-" % i + os.urandom(1000) for i in range(3000)]
     async with Producer(tansu_bootstrap, compression_type="gzip", max_in_flight_requests_per_connection=1) as producer:
         results = await producer.send_many([("pacing-gzip", value, None, None, 0, None) for value in records])
         largest = producer.metrics().producer["batch-size-max"]
     assert all(isinstance(r, RecordMetadata) for r in results), results[:3]
-    # gzip's typical ~25 ns per byte: about 40 KB fit the budget, against the 256 KiB other codecs may grow to.
+    # gzip's typical ~25 ns per byte: about 40 KB fit the budget, against the 1 MiB compressed batches may grow to.
     assert 16 * 1024 < largest < 128 * 1024, largest

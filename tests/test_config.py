@@ -474,9 +474,10 @@ def test_repr_never_prints_a_secret_field() -> None:
     assert "sasl_plain_password='***'" in repr(cfg)
 
 
-def test_batch_max_size_defaults_to_256_kib_within_max_request_size_and_never_below_batch_size() -> None:
+def test_batch_max_size_defaults_to_256_kib_or_1_mib_compressed_within_a_request_and_never_below_batch_size() -> None:
     assert build().effective_batch_max_size == 256 * 1024
-    assert build(max_request_size=100_000).effective_batch_max_size == 100_000
+    assert build(compression_type="zstd").effective_batch_max_size == 1024 * 1024 - 1024  # ~librdkafka's batch.size
+    assert build(max_request_size=100_000).effective_batch_max_size == 100_000 - 1024  # room for the request
     assert build(batch_size=1 << 20).effective_batch_max_size == 1 << 20
     assert build(batch_max_size="16384").effective_batch_max_size == 16384  # Java's fixed batches
     with pytest.raises(ConfigError, match="batch_max_size=100 is below batch_size=16384"):

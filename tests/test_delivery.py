@@ -1,8 +1,7 @@
 """Delivery handles and batch outcomes: every way asyncio code waits on a future works on what `enqueue` returns,
 a batch's outcome reaches each record (after a split too), and cancelling a wait never unsends a record.
 
-Runs against the active implementation; the test session runs it compiled and again with
-AIOPRODUCER_NO_EXTENSIONS=1.
+Every test runs on each twin of the handle (pure Python, and compiled when built; see tests/twins.py).
 """
 
 from __future__ import annotations
@@ -19,23 +18,31 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aioproducer import bulk_deliveries as bulk_module
-from aioproducer.accelerated import speedups
+from aioproducer import delivery as delivery_module
 from aioproducer.bulk_deliveries import BulkDeliveries, wait_all
-from aioproducer.delivery import BatchOutcome, Delivery, _run_callbacks_of, new_delivery, resolve
+from aioproducer.delivery import BatchOutcome, Delivery, resolve
 from aioproducer.errors import DeliveryTimeoutError, InvalidRecordError
 from aioproducer.models import ProducerRecord, RecordMetadata
-
-# The compiled twin takes only deliveries built on the compiled fields, so it is exercised when those are active.
-BULK_TYPES = [BulkDeliveries] + ([speedups.BulkDeliveries] if speedups is not None else [])
+from tests.twins import TWINS, use_twin
 
 
-@pytest.fixture(params=BULK_TYPES, ids=lambda t: t.__module__)
-def bulk_type(request: pytest.FixtureRequest) -> type[BulkDeliveries]:
+@pytest.fixture(autouse=True, params=TWINS)
+def twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    use_twin(monkeypatch, request.param)
     return request.param  # type: ignore[no-any-return]
 
 
+@pytest.fixture
+def bulk_type() -> type[BulkDeliveries]:
+    return bulk_module.BulkDeliveries
+
+
+def new_delivery(outcome: BatchOutcome, index: int, timestamp_ms: int, key_size: int, value_size: int) -> Delivery:
+    return delivery_module.new_delivery(outcome, index, timestamp_ms, key_size, value_size)
+
+
 def make_delivery(outcome: BatchOutcome, index: int, timestamp_ms: int = 1_000, key: int = -1) -> Delivery:
-    return new_delivery(Delivery, outcome, index, timestamp_ms, key, 3)
+    return new_delivery(outcome, index, timestamp_ms, key, 3)
 
 
 def outcome_now(topic: str = "t", partition: int = 2) -> BatchOutcome:
@@ -220,10 +227,11 @@ async def test_bulk_deliveries_keep_order_errors_and_splits(bulk_type: type[Bulk
     error = InvalidRecordError("bad record")
     for item in (make_delivery(a, 0, 1), make_delivery(b, 0, 2), error, make_delivery(a, 1, 3)):
         bulk.add(item)
-    bulk.add(("prepared",))
-    assert len(bulk) == 5 and bulk.last() == ("prepared",)
-    bulk.set_last(make_delivery(b, 1, 4))
-    assert bulk.last() is None
+    bulk.add(make_delivery(b, 1, 4))
+    assert len(bulk) == 5
+    assert [bulk.is_delivery(position) for position in range(5)] == [True, True, False, True, True]
+    with pytest.raises(IndexError):
+        bulk.is_delivery(5)
     assert set(map(id, bulk.outcomes())) == {id(a), id(b)}
     a1, a2 = outcome_now("t", 0), outcome_now("t", 0)
     a.forward(1, a1, a2)
@@ -262,7 +270,7 @@ async def test_wait_all_gives_each_record_its_own_outcome_in_order(bulk_type: ty
         make_delivery(bad, 1),
         make_delivery(split, 0, 29),
     ]
-    waiting = asyncio.ensure_future(wait_all(iter(items), bulk_type()))
+    waiting = asyncio.ensure_future(wait_all(iter(items)))
     await asyncio.sleep(0)
     assert not waiting.done()
     error = InvalidRecordError("rejected")
@@ -293,10 +301,10 @@ async def test_wait_all_gives_each_record_its_own_outcome_in_order(bulk_type: ty
 
 
 async def test_wait_all_of_nothing_and_of_settled_deliveries_returns_at_once(bulk_type: type[BulkDeliveries]) -> None:
-    assert await wait_all([], bulk_type()) == []
+    assert await wait_all([]) == []
     outcome = outcome_now()
     outcome.succeed(5, -1)
-    assert [m.offset for m in await wait_all([make_delivery(outcome, 1)], bulk_type())] == [6]
+    assert [m.offset for m in await wait_all([make_delivery(outcome, 1)])] == [6]
 
 
 async def test_wait_all_runs_a_listed_coroutine_while_the_records_wait(bulk_type: type[BulkDeliveries]) -> None:
@@ -309,12 +317,12 @@ async def test_wait_all_runs_a_listed_coroutine_while_the_records_wait(bulk_type
         outcome.succeed(9, -1)
         return "settled"
 
-    metadata, result = await asyncio.wait_for(wait_all([delivery, settles()], bulk_type()), 5)
+    metadata, result = await asyncio.wait_for(wait_all([delivery, settles()]), 5)
     assert (metadata.offset, result) == (9, "settled")
 
     pending = make_delivery(outcome_now(), 0)
     never = asyncio.get_running_loop().create_future()
-    waiting = asyncio.ensure_future(wait_all([pending, never], bulk_type()))
+    waiting = asyncio.ensure_future(wait_all([pending, never]))
     await asyncio.sleep(0)
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -325,7 +333,7 @@ async def test_wait_all_runs_a_listed_coroutine_while_the_records_wait(bulk_type
 async def test_cancelling_wait_all_leaves_the_deliveries_pending_and_usable(bulk_type: type[BulkDeliveries]) -> None:
     outcome = outcome_now()
     delivery = make_delivery(outcome, 0)
-    waiting = asyncio.ensure_future(wait_all([delivery], bulk_type()))
+    waiting = asyncio.ensure_future(wait_all([delivery]))
     await asyncio.sleep(0)
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -367,16 +375,6 @@ async def test_a_settled_batch_runs_its_records_callbacks_in_one_loop_callback_i
     assert seen == [(i, 1049 - i, f"ctx{i}") for i in range(50)]
 
 
-def test_the_compiled_handle_methods_are_the_ones_in_use_when_built() -> None:
-    """The compiled fields hold twins of Delivery's waiting methods; when built, they must be the ones asyncio calls
-    (else the compiled build silently runs the pure ones and its tests prove nothing about the twins)."""
-    if speedups is None:
-        assert Delivery.done.__module__ == "aioproducer.delivery"
-    else:
-        assert Delivery.done is speedups.DeliveryFields.done
-        assert Delivery.add_done_callback is speedups.DeliveryFields.add_done_callback
-
-
 async def test_a_raising_callback_is_reported_and_the_batchs_other_callbacks_still_run() -> None:
     outcome = outcome_now()
     deliveries = [make_delivery(outcome, i) for i in range(3)]
@@ -400,13 +398,7 @@ async def test_a_raising_callback_is_reported_and_the_batchs_other_callbacks_sti
     assert len(reported) == 1 and isinstance(reported[0]["exception"], ValueError)
 
 
-RUNNERS = [_run_callbacks_of] + ([speedups.run_callbacks_of] if speedups is not None else [])
-
-
-@pytest.mark.parametrize("run_callbacks_of", RUNNERS, ids=lambda f: f.__module__)
-async def test_system_exit_in_a_callback_leaves_the_remaining_callbacks_scheduled(
-    run_callbacks_of: Callable[[list[Delivery]], None],
-) -> None:
+async def test_system_exit_in_a_callback_leaves_the_remaining_callbacks_scheduled() -> None:
     """Should a callback raise SystemExit (it propagates, as from any asyncio callback), the batch's callbacks not
     yet run are not lost: they run at the loop's next turn."""
     outcome = outcome_now()
@@ -423,7 +415,7 @@ async def test_system_exit_in_a_callback_leaves_the_remaining_callbacks_schedule
         delivery.add_done_callback(lambda d: seen.append(d.result().offset))
     outcome.succeed(10, -1)
     with pytest.raises(SystemExit):
-        run_callbacks_of(outcome_deliveries := list(deliveries))
+        delivery_module.run_callbacks_of(outcome_deliveries := list(deliveries))
     assert seen == [] and outcome_deliveries == deliveries
     await asyncio.sleep(0)
     await asyncio.sleep(0)
@@ -576,7 +568,7 @@ async def test_a_frame_that_awaited_a_failed_record_is_freed() -> None:
         pass
 
     outcome = BatchOutcome("t", 0, asyncio.get_running_loop())
-    delivery = new_delivery(Delivery, outcome, 0, 0, 1, 1)
+    delivery = new_delivery(outcome, 0, 0, 1, 1)
     marker = Marker()
     watched = weakref.ref(marker)
 
@@ -597,7 +589,7 @@ async def test_awaiting_many_records_of_a_failed_batch_does_not_grow_its_error_s
     """Every record of a failed batch raised the one shared error object as it was, so each raise added the
     awaiting frames to its traceback: 1,000 awaiting tasks left a chain of 3,000 frames (and their locals) on it."""
     outcome = BatchOutcome("t", 0, asyncio.get_running_loop())
-    deliveries = [new_delivery(Delivery, outcome, i, 0, 1, 1) for i in range(200)]
+    deliveries = [new_delivery(outcome, i, 0, 1, 1) for i in range(200)]
 
     async def awaits(record: Delivery) -> None:
         with pytest.raises(InvalidRecordError):
@@ -646,10 +638,10 @@ async def test_wait_all_builds_a_long_list_of_results_in_slices_letting_the_loop
     order: list[str] = []
     loop = asyncio.get_running_loop()
     loop.call_soon(order.append, "the loop ran")
-    await wait_all(few, bulk_type())  # settled and short: no wait at all
+    await wait_all(few)  # settled and short: no wait at all
     order.append("one slice built")
     loop.call_soon(order.append, "the loop ran")
-    results = await wait_all(items, bulk_type())
+    results = await wait_all(items)
     order.append("three slices built")
     assert order == ["one slice built", "the loop ran", "the loop ran", "three slices built"]
     assert [r.offset for r in results] == [1000 * (i % 3) + i // 3 for i in range(count)]

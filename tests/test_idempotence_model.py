@@ -23,6 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from aioproducer.accumulator import ProducerBatch, RecordAccumulator
 from aioproducer.compression import CompressionType
+from aioproducer.delivery import BatchOutcome
 from aioproducer.errors import TransportError
 from aioproducer.idempotence import IDLE_PROBE_MS, Action, IdempotenceState, wire_sequence
 from aioproducer.records import read_batches
@@ -139,6 +140,7 @@ class SequenceMachine(RuleBasedStateMachine):
             buffer_memory=1 << 40,
             compression=CompressionType.NONE,
             compression_level=None,
+            new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], None),
         )
         self.delivery_timeout_ms = delivery_timeout_ms
         self.idem = IdempotenceState(True, retries=retries, delivery_timeout_ms=delivery_timeout_ms)
@@ -355,10 +357,10 @@ class SequenceMachine(RuleBasedStateMachine):
         if not hasattr(self, "broker"):
             return
         on_the_wire: dict[tuple[str, int], int] = {}
-        for batch in self.acc.incomplete:
+        for batch in self.acc.incomplete_batches():
             if batch.in_flight:
                 on_the_wire[batch.tp] = on_the_wire.get(batch.tp, 0) + 1
-        assert self.acc.in_flight_batches == on_the_wire
+        assert {tp: self.acc.in_flight_count(tp) for tp in PARTITIONS if self.acc.in_flight_count(tp)} == on_the_wire
 
     def teardown(self) -> None:
         if not hasattr(self, "broker"):
@@ -384,7 +386,7 @@ class SequenceMachine(RuleBasedStateMachine):
             if not progressed:
                 break
         self.the_log_is_clean()
-        stuck = [b for b in self.acc.incomplete]
+        stuck = self.acc.incomplete_batches()
         assert not stuck, f"batches never settled: {stuck}; tracked {[self.idem.tracked(tp) for tp in PARTITIONS]}"
         every = {v for values in self.sent.values() for v in values}
         assert every == self.delivered | self.not_written | self.unknown, "a record has no outcome"

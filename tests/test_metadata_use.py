@@ -10,12 +10,11 @@ import uuid
 from typing import Any
 
 from aioproducer import Producer, ProducerRecord, RecordMetadata
-from aioproducer.accelerated import speedups
 from aioproducer.accumulator import RecordAccumulator
 from aioproducer.appender import Appender
 from aioproducer.compression import CompressionType
 from aioproducer.config import ProducerConfig
-from aioproducer.delivery import Delivery
+from aioproducer.delivery import BatchOutcome, Delivery
 from aioproducer.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
 from aioproducer.partitioner import partition_for_key
 from aioproducer.producer import _resolve_partitioner
@@ -31,9 +30,9 @@ def layout(topic: str, count: int) -> TopicInfo:
 
 def appender_in_use(state: MetadataState, accumulator: RecordAccumulator, clock: list[int]) -> Any:
     """The appender the producer would build in this session (the compiled twin unless disabled)."""
-    make = speedups.Appender if speedups is not None else Appender
-    return make(
+    return Appender(
         accumulator=accumulator,
+        pool=accumulator.pool,
         cluster_state=state,
         partitioner=_resolve_partitioner(ProducerConfig(bootstrap_servers=("h:1",), batch_size=300)),
         key_serializer=resolve_serializer(None, role="key"),
@@ -42,7 +41,6 @@ def appender_in_use(state: MetadataState, accumulator: RecordAccumulator, clock:
         plain_bytes_values=True,
         max_record_bytes=10_000,
         size_limit_message="too large",
-        delivery_type=Delivery,
         clock_ms=lambda: clock[0],
         wake_sender=lambda: None,
     )
@@ -61,7 +59,12 @@ def test_a_topic_in_constant_use_is_kept_and_one_no_longer_used_is_dropped() -> 
         0,
     )
     accumulator = RecordAccumulator(
-        batch_size=300, linger_ms=5, buffer_memory=1 << 24, compression=CompressionType.NONE, compression_level=None
+        batch_size=300,
+        linger_ms=5,
+        buffer_memory=1 << 24,
+        compression=CompressionType.NONE,
+        compression_level=None,
+        new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], None),
     )
     appender = appender_in_use(state, accumulator, clock)
     appender.append_now("quiet", b"once", None, None, None, None)

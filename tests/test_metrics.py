@@ -13,6 +13,7 @@ from aioproducer.errors import BufferExhaustedError, KafkaError
 from aioproducer.metrics import Gauges, Histogram, ProducerMetrics
 from aioproducer.testing import MockCluster
 from aioproducer.validation import record_size
+from tests.twins import TWINS, use_twin
 
 PRODUCE = 0
 NOT_ENOUGH_REPLICAS, INVALID_RECORD = 19, 87
@@ -219,17 +220,12 @@ async def test_waiting_for_buffer_memory_is_timed_and_exhaustion_counted(mock_cl
         await asyncio.gather(*deliveries)
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "pure"])
+@pytest.mark.parametrize("twin", TWINS)
 async def test_the_compiled_and_pure_record_paths_count_alike(
-    bootstrap: str, topic_factory: Callable[..., str], compiled: bool, monkeypatch: pytest.MonkeyPatch
+    bootstrap: str, topic_factory: Callable[..., str], twin: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Counting happens per batch in the sender, so the record path in use (compiled or pure) cannot change it."""
-    import aioproducer.producer as producer_module
-
-    if compiled and producer_module.speedups is None:
-        pytest.skip("the compiled extension is not built in this run (pure-Python session)")
-    if not compiled:
-        monkeypatch.setattr(producer_module, "speedups", None)
+    use_twin(monkeypatch, twin)
     topic = topic_factory(partitions=3)
     async with Producer(bootstrap, **FAST) as producer:
         for i in range(40):

@@ -18,14 +18,14 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 from pyspark.sql import SparkSession
 
-from aioproducer import RecordMetadata
+from aioproducer.columnar.arrow import Int64Array
 from aioproducer.errors import ConfigError, InvalidRecordError, UnknownPartitionError
+from aioproducer.models import RowFailures, TableReport
 from aioproducer.spark import PublishError, PublishReport, publish, register
-from aioproducer.spark.convert import records_from_arrow
 from aioproducer.spark.options import DEFAULT_CHUNK_ROWS, parse_options, resolve_placeholders
 from aioproducer.spark.report import PartitionOffsets, TaskReport, TaskTally
 from aioproducer.spark.schema import HEADERS_TYPE, check_columns
-from aioproducer.spark.task import TaskPlan, run_task
+from aioproducer.spark.task import TaskPlan, columns_of, run_task
 from aioproducer.testing import ConsumedRecord
 
 # pyspark 4.3 warns that it does not fully support pandas 3; nothing here goes through pandas.
@@ -362,26 +362,43 @@ def test_importing_needs_no_spark_and_publishing_names_the_extra() -> None:
 # ---- the executor side and the report, without Spark -----------------------------------------------------------
 
 
-def test_arrow_batches_become_records_in_row_order() -> None:
+def test_the_sink_columns_map_to_send_table_roles_and_the_topic_option_overrides_the_column() -> None:
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([b"v"]), pa.array([b"k"]), pa.array(["t"]), pa.array([0], pa.int32()), pa.array([9])],
+        names=["value", "key", "topic", "partition", "ignored"],
+    )
+    assert columns_of(batch, None) == {
+        "key": "key",
+        "value": "value",
+        "partition": "partition",
+        "topic_column": "topic",
+    }
+    assert columns_of(batch.select(["value"]), "fixed") == {"value": "value", "topic": "fixed"}
+
+
+def test_a_task_publishes_spark_columns_as_they_are(
+    bootstrap: str, topic_factory: Callable[..., str], read_back_records: ReadBack
+) -> None:
+    """Strings go as their UTF-8 bytes, nulls as nulls, headers as headers: Spark's Arrow batch is the producer's."""
+    topic = topic_factory(3)
     headers_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
     batch = pa.RecordBatch.from_arrays(
         [
             pa.array(["a", None, "ç"], pa.string()),
             pa.array([b"1", b"2", None], pa.binary()),
-            pa.array(["t1", "t2", None], pa.string()),
+            pa.array([topic, topic, None], pa.string()),
             pa.array([0, None, 2], pa.int32()),
             pa.array([[{"key": "h", "value": b"v"}, {"key": "n", "value": None}], [], None], headers_type),
-            pa.array([9, 9, 9]),
         ],
-        names=["value", "key", "topic", "partition", "headers", "ignored"],
+        names=["value", "key", "topic", "partition", "headers"],
     )
-    records = records_from_arrow(batch, None)
-    assert [tuple(r) for r in records] == [
-        ("t1", b"a", b"1", [("h", b"v"), ("n", None)], 0, None),
-        ("t2", None, b"2", None, None, None),
-        (None, "ç".encode(), None, None, 2, None),
-    ]
-    assert {r.topic for r in records_from_arrow(batch.select(["value"]), "fixed")} == {"fixed"}
+    report = run_task([batch], TaskPlan({"bootstrap.servers": bootstrap}, None, chunk_rows=2))
+    assert (report.delivered, report.failed) == (2, 1)
+    assert [(e.row, e.error) for e in report.errors] == [(2, "InvalidRecordError")]  # a null topic fails its row
+    records = {r.value: r for r in read_back_records(topic)}
+    assert records[b"a"].key == b"1" and records[b"a"].partition == 0
+    assert list(records[b"a"].headers) == [("h", b"v"), ("n", None)]
+    assert records[None].key == b"2" and list(records[None].headers) == []
 
 
 def test_a_task_outside_spark_publishes_its_batches_and_counts_them(
@@ -408,8 +425,12 @@ def test_a_task_outside_spark_publishes_its_batches_and_counts_them(
 
 def test_the_tally_and_the_merged_report() -> None:
     tally = TaskTally(spark_partition=3, max_errors=1)
-    tally.add(0, [RecordMetadata("t", 0, 5, 0, 1, 1), ValueError("bad"), RecordMetadata("t", 0, 9, 0, 1, 1)])
-    tally.add(3, [RecordMetadata("t", 1, -1, 0, 1, 1), RecordMetadata("t", 0, 7, 0, 1, 1), KeyError("x")])
+    bad = RowFailures(ValueError("bad"), Int64Array([1], name="row"))
+    tally.add_table(0, TableReport(3, 2, 1, (bad,), {("t", 0): 2}, {("t", 0): (5, 9)}))
+    missing = RowFailures(KeyError("x"), Int64Array([2], name="row"))
+    tally.add_table(
+        3, TableReport(3, 2, 1, (missing,), {("t", 0): 1, ("t", 1): 1}, {("t", 0): (7, 7), ("t", 1): (-1, -1)})
+    )
     task = tally.report(attempt=1, stage_id=4, elapsed_ms=10)
     assert (task.delivered, task.failed, [(e.row, e.error) for e in task.errors]) == (4, 2, [(1, "ValueError")])
     assert task.offsets == (PartitionOffsets("t", 0, 5, 9, 3), PartitionOffsets("t", 1, -1, -1, 1))

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 
-from aioproducer import ProducerRecord
 from aioproducer.spark.cache import ProducerCache, shared_cache
 from aioproducer.spark.task import TaskPlan, run_task
 from aioproducer.testing import ConsumedRecord
@@ -60,8 +59,8 @@ def test_different_settings_get_different_producers_and_keep_false_closes_at_the
     assert cache.size() == 2
     with cache.lease({"bootstrap.servers": bootstrap}, keep=False, idle_timeout_s=60) as own:
         assert own.created and own.producer is not plain.producer
-        metadata = own.send_many([ProducerRecord("cache-own", b"v")]).result(60)
-    assert metadata[0].offset >= 0  # delivered before the lease ended, and the producer closed after
+        report = own.send_table(pa.table({"v": [b"v"]}), topic="cache-own", value="v", offsets=True).result(60)
+    assert pa.array(report.offsets).to_pylist()[0] >= 0  # delivered before the lease ended, the producer closed after
     assert (cache.created, cache.closed, cache.size()) == (3, 1, 2)
 
 

@@ -3,30 +3,41 @@ the same batch bytes, hashes, partitions, errors and deliveries for the same inp
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
 from pathlib import Path
 from typing import Any
 
+import crc32c
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioproducer import _speedups as compiled  # type: ignore[attr-defined]
-from aioproducer import accelerated, appender
+from aioproducer import appender, batch, delivery, partitioner
+from aioproducer.accelerated import COMPILED, EXTENSIONS_DISABLED, compiled_twin
 from aioproducer.accumulator import RecordAccumulator
 from aioproducer.compression import CompressionType
-from aioproducer.delivery import Delivery
+from aioproducer.delivery import BatchOutcome
 from aioproducer.errors import AioProducerError
 from aioproducer.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
-from aioproducer.models import ProducerRecord
-from aioproducer.partitioner import DefaultPartitioner, murmur2
-from aioproducer.records.builder import BatchBuilder
+from aioproducer.partitioner import PureDefaultPartitioner, pure_murmur2
+from aioproducer.records import builder
+from aioproducer.records.builder import PureBatchBuilder
+from tests.table_twins import run_table
+from tests.test_pipeline import filled_batch, read, records_of, wait_completed
+from tests.twins import TWINNED, pure_name, use_twin
 
+# Needs the compiled twins: like test_speedups_hostile.py it runs in the compiled session only.
+compiled_builder: Any = compiled_twin("aioproducer.records._builder")
+compiled_partitioner: Any = compiled_twin("aioproducer._partitioner")
+compiled_appender: Any = compiled_twin("aioproducer._appender")
 VECTORS = json.loads(
     (Path(__file__).resolve().parents[2] / "shared" / "kafka-protocol" / "murmur2-vectors.json").read_text()
 )
+TS = 1_700_000_000_000
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 BYTES = st.one_of(st.none(), st.binary(max_size=300))
 HEADERS = st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=20))), max_size=3)
@@ -35,10 +46,37 @@ RECORD = st.tuples(
 )
 
 
-def test_the_extension_is_in_use_unless_disabled() -> None:
+def test_the_twins_are_in_use_unless_disabled() -> None:
+    """Each twinned module's public names are its compiled twin's when built (else the compiled session would
+    silently run the pure code and prove nothing about the twins), and its own with AIOPRODUCER_NO_EXTENSIONS."""
     disabled = bool(os.environ.get("AIOPRODUCER_NO_EXTENSIONS"))
-    assert accelerated.COMPILED is not disabled
-    assert (accelerated.speedups is compiled) is not disabled
+    assert EXTENSIONS_DISABLED is disabled and COMPILED is not disabled
+    for module, twin_name, names in TWINNED:
+        twin = compiled_twin(twin_name)
+        assert (twin is None) is disabled, twin_name
+        for name in names:
+            active, pure = getattr(module, name), getattr(module, pure_name(name))
+            assert active is (pure if twin is None else getattr(twin, name)), f"{module.__name__}.{name}"
+
+
+def public_surface(cls: type) -> set[str]:
+    """The attributes a user or another module may touch: public names and the protocol methods."""
+    names = {name for name in dir(cls) if not name.startswith("_")}
+    return names | {name for name in ("__await__", "__iter__", "__len__", "__repr__") if name in vars(cls)}
+
+
+def test_each_compiled_twin_exposes_what_its_original_does() -> None:
+    """A twin missing a method (or adding one the original lacks) would pass every test that does not happen to
+    call it, and fail only in the other build."""
+    for module, twin_name, names in TWINNED:
+        twin = compiled_twin(twin_name)
+        for name in names:
+            pure = getattr(module, pure_name(name))
+            compiled = getattr(twin, name)
+            if isinstance(pure, type):
+                assert public_surface(pure) == public_surface(compiled), f"{module.__name__}.{name}"
+            else:
+                assert callable(compiled), f"{module.__name__}.{name}"
 
 
 def outcome_of(action: Any, *args: Any, **kwargs: Any) -> tuple[str, Any]:
@@ -56,8 +94,8 @@ def outcome_of(action: Any, *args: Any, **kwargs: Any) -> tuple[str, Any]:
     codec=st.sampled_from([CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD]),
 )
 def test_builders_append_and_encode_the_same_bytes(records: list[Any], size_limit: int, codec: CompressionType) -> None:
-    pure = BatchBuilder(compression=codec, size_limit=size_limit)
-    twin = compiled.BatchBuilder(compression=codec, size_limit=size_limit)
+    pure = PureBatchBuilder(compression=codec, size_limit=size_limit)
+    twin = compiled_builder.BatchBuilder(compression=codec, size_limit=size_limit)
     for timestamp, key, value, headers in records:
         record = (timestamp, key, value, headers)
         assert outcome_of(pure.try_append, *record) == outcome_of(twin.try_append, *record)
@@ -87,7 +125,7 @@ def test_builders_append_and_encode_the_same_bytes(records: list[Any], size_limi
 )
 @pytest.mark.parametrize("first", [True, False], ids=["first record", "later record"])
 def test_builders_treat_bad_and_unusual_input_alike(bad: tuple[Any, ...], first: bool) -> None:
-    builders = [BatchBuilder(), compiled.BatchBuilder()]
+    builders = [PureBatchBuilder(), compiled_builder.BatchBuilder()]
     if not first:
         for builder in builders:
             builder.try_append(1_700_000_000_000, None, b"first")
@@ -99,17 +137,18 @@ def test_builders_treat_bad_and_unusual_input_alike(bad: tuple[Any, ...], first:
 def test_builders_reject_bad_settings_alike() -> None:
     for kwargs in ({"size_limit": 0}, {"size_limit": True}, {"compression": 9}, {"compression_level": 99}):
         settings_ = {"compression": CompressionType.GZIP, **kwargs} if "compression_level" in kwargs else kwargs
-        assert outcome_of(BatchBuilder, **settings_)[1] is outcome_of(compiled.BatchBuilder, **settings_)[1]
+        pure, twin = outcome_of(PureBatchBuilder, **settings_), outcome_of(compiled_builder.BatchBuilder, **settings_)
+        assert pure[1] is twin[1]
 
 
 @pytest.mark.parametrize("vector", VECTORS["vectors"], ids=lambda v: f"v{v['id']}")
 def test_compiled_murmur2_matches_java(vector: dict[str, Any]) -> None:
-    assert compiled.murmur2(bytes.fromhex(vector["key_hex"])) == vector["murmur2"]
+    assert compiled_partitioner.murmur2(bytes.fromhex(vector["key_hex"])) == vector["murmur2"]
 
 
 @given(st.binary(max_size=200))
 def test_murmur2_twins_agree(data: bytes) -> None:
-    assert compiled.murmur2(data) == murmur2(data)
+    assert compiled_partitioner.murmur2(data) == pure_murmur2(data)
 
 
 def layout(count: int, available: tuple[int, ...] | None = None) -> TopicInfo:
@@ -128,8 +167,8 @@ def layout(count: int, available: tuple[int, ...] | None = None) -> TopicInfo:
 )
 def test_default_partitioner_twins_pick_the_same(seed: int, calls: list[Any], ignore_keys: bool) -> None:
     layouts = [layout(6), layout(6, (1, 4)), layout(9), layout(3, ())]
-    pure = DefaultPartitioner(1000, ignore_keys=ignore_keys, rng=random.Random(seed))
-    twin = compiled.DefaultPartitioner(1000, ignore_keys=ignore_keys, rng=random.Random(seed))
+    pure = PureDefaultPartitioner(1000, ignore_keys=ignore_keys, rng=random.Random(seed))
+    twin = compiled_partitioner.DefaultPartitioner(1000, ignore_keys=ignore_keys, rng=random.Random(seed))
     for key, size, which in calls:
         info = layouts[which]
         assert pure.partition("t", key, size, info) == twin.partition("t", key, size, info)
@@ -156,73 +195,145 @@ APPENDS: list[tuple[Any, ...]] = [
 ]
 
 
-def run_appends(
-    make_appender: Any, partitioner: Any, batch_max_size: int | None = None
-) -> tuple[list[Any], dict[Any, bytes], int]:
-    acc = RecordAccumulator(
-        batch_size=600,
-        linger_ms=5,
-        buffer_memory=100_000,
-        compression=CompressionType.NONE,
-        compression_level=None,
-        batch_max_size=batch_max_size,
-    )
-    woken: list[int] = []
-    cluster_state = MetadataState(max_age_ms=300_000, max_idle_ms=300_000, retry_backoff_ms=100)
-    cluster_state.cluster = ClusterMetadata({1: BrokerInfo(1, "h", 1)}, {"t": layout(4)})
+def run_appends(kind: str, batch_max_size: int | None = None) -> tuple[list[Any], dict[Any, bytes], int]:
+    """Every record of APPENDS through the `kind` twins (appender, partitioner, batches, pool, deliveries)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        use_twin(monkeypatch, kind)
+        acc = RecordAccumulator(
+            batch_size=600,
+            linger_ms=5,
+            buffer_memory=100_000,
+            compression=CompressionType.NONE,
+            compression_level=None,
+            new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], None),
+            batch_max_size=batch_max_size,
+        )
+        woken: list[int] = []
+        cluster_state = MetadataState(max_age_ms=300_000, max_idle_ms=300_000, retry_backoff_ms=100)
+        cluster_state.cluster = ClusterMetadata({1: BrokerInfo(1, "h", 1)}, {"t": layout(4)})
 
-    def refuse_str(value: Any) -> bytes:
-        if isinstance(value, str):
-            raise AioProducerError("only bytes")
-        return value  # type: ignore[no-any-return]
+        def refuse_str(value: Any) -> bytes:
+            if isinstance(value, str):
+                raise AioProducerError("only bytes")
+            return value  # type: ignore[no-any-return]
 
-    subject = make_appender(
-        accumulator=acc,
-        cluster_state=cluster_state,
-        partitioner=partitioner,
-        key_serializer=refuse_str,
-        value_serializer=refuse_str,
-        plain_bytes_keys=False,
-        plain_bytes_values=False,
-        max_record_bytes=4000,
-        size_limit_message="too large",
-        delivery_type=Delivery,
-        clock_ms=lambda: 0,
-        wake_sender=lambda: woken.append(1),
-    )
-    seen: list[Any] = []
-    for topic, value, key, headers, partition, timestamp in APPENDS:
-        kind, result = outcome_of(subject.append_now, topic, value, key, headers, partition, timestamp)
-        if isinstance(result, Delivery):
-            stamp = result._timestamp_ms if timestamp is not None else "now"
-            result = (result._outcome.partition, result._index, stamp, result._key_size, result._value_size)
-        elif isinstance(result, tuple) and len(result) == 5:
-            result = ("must wait", *result[:4])
-        seen.append((kind, result))
-    # The last record carries the wall clock's time, which differs between runs: its batch is left out.
-    batches = {
-        (tp, n): encoded
-        for tp, queue in acc.queues.items()
-        for n, batch in enumerate(queue)
-        if b"late" not in (encoded := batch.close().encode())
-    }
-    return seen, batches, acc.used_bytes * 1000 + len(woken)
+        subject = appender.Appender(
+            accumulator=acc,
+            pool=acc.pool,
+            cluster_state=cluster_state,
+            partitioner=partitioner.DefaultPartitioner(600, rng=random.Random(3)),
+            key_serializer=refuse_str,
+            value_serializer=refuse_str,
+            plain_bytes_keys=False,
+            plain_bytes_values=False,
+            max_record_bytes=4000,
+            size_limit_message="too large",
+            clock_ms=lambda: 0,
+            wake_sender=lambda: woken.append(1),
+        )
+        assert type(subject).__module__ == ("aioproducer._appender" if kind == "compiled" else "aioproducer.appender")
+        seen: list[Any] = []
+        for topic, value, key, headers, partition, timestamp in APPENDS:
+            kind_of, result = outcome_of(subject.append_now, topic, value, key, headers, partition, timestamp)
+            if isinstance(result, delivery.Delivery):
+                stamp = result._timestamp_ms if timestamp is not None else "now"
+                result = (result._outcome.partition, result._index, stamp, result._key_size, result._value_size)
+            elif isinstance(result, appender.PreparedRecord):
+                result = ("must wait", result.partition, result.value, result.headers, result.size)
+            seen.append((kind_of, result))
+        # The last record carries the wall clock's time, which differs between runs: its batch is left out.
+        batches = {
+            (tp, n): encoded
+            for tp, queue in acc.queues.items()
+            for n, batch_ in enumerate(queue)
+            if b"late" not in (encoded := batch_.close().encode())
+        }
+        return seen, batches, acc.used_bytes * 1000 + len(woken)
 
 
 @pytest.mark.parametrize("batch_max_size", [None, 1500])
 def test_appender_twins_buffer_the_same_records(batch_max_size: int | None) -> None:
-    pure = run_appends(appender.Appender, DefaultPartitioner(600, rng=random.Random(3)), batch_max_size)
-    twin = run_appends(compiled.Appender, compiled.DefaultPartitioner(600, rng=random.Random(3)), batch_max_size)
+    pure = run_appends("pure", batch_max_size)
+    twin = run_appends("compiled", batch_max_size)
     assert pure == twin
     kinds = [kind for kind, _ in pure[0]]
     assert kinds.count("raised") == 5 and ("ok", ("must wait", None, b"z", (), 22)) in pure[0]
-    assert ("ok", ("must wait", None, b"y", (), 22)) in pure[0]  # partition 7
+    assert ("ok", ("must wait", 7, b"y", (), 22)) in pure[0]  # partition 7: waits for the topic to grow
     assert len(pure[1]) >= (3 if batch_max_size is None else 2)  # batches on several partitions
 
 
-def test_compiled_producer_record_constructor_matches_the_named_tuple() -> None:
-    made = ProducerRecord("t", b"v", key=b"k", partition=1)
-    assert type(made) is ProducerRecord and made == ("t", b"v", b"k", None, 1, None)
-    assert made._replace(value=None).value is None and ProducerRecord._make(list(made)) == made
-    with pytest.raises(TypeError):
-        ProducerRecord()  # type: ignore[call-arg]
+# -- the batch pipeline's worker (tests/test_pipeline.py runs what both twins share) -----------------------------
+compiled_pipeline: Any = compiled_twin("aioproducer.records._pipeline")
+
+
+def test_the_worker_gives_batches_back_in_the_order_they_were_submitted() -> None:
+    pipeline = compiled_pipeline.BatchPipeline(CompressionType.ZSTD, 19)  # slow on purpose: they pile up on the worker
+    batches = [filled_batch(CompressionType.ZSTD, records_of(random.Random(i), 200)) for i in range(12)]
+    for n, submitted in enumerate(batches):
+        assert pipeline.submit(submitted, 1, 0, n * 200, False) is None
+        assert submitted.compressing and submitted.sealed
+    done = wait_completed(pipeline, len(batches))
+    pipeline.shutdown()
+    assert [finished for finished, _ in done] == batches
+    assert [read(encoded)[0]["producer"][2] for _, encoded in done] == [n * 200 for n in range(12)]
+    assert not any(finished.compressing for finished in batches)
+
+
+def test_shutdown_finishes_what_was_submitted_and_a_dropped_pipeline_frees_its_worker() -> None:
+    """A pipeline stopped (or dropped) with batches on its worker must neither lose them nor let the worker read a
+    buffer that was freed."""
+    pipeline = compiled_pipeline.BatchPipeline(CompressionType.LZ4, None)
+    batches = [filled_batch(CompressionType.LZ4, records_of(random.Random(i), 300)) for i in range(20)]
+    for submitted in batches:
+        pipeline.submit(submitted, 1, 0, 0, False)
+    pipeline.shutdown()
+    assert [finished for finished, _ in pipeline.completed()] == batches
+    for _ in range(5):  # dropped with work in flight: its worker stops before the buffers go
+        dropped = compiled_pipeline.BatchPipeline(CompressionType.ZSTD, 10)
+        for pending in [filled_batch(CompressionType.ZSTD, records_of(random.Random(9), 300)) for _ in range(5)]:
+            dropped.submit(pending, 1, 0, 0, False)
+        del dropped
+        gc.collect()
+
+
+def test_an_empty_batch_is_refused() -> None:
+    empty = batch.ProducerBatch(("t", 0), builder.BatchBuilder(compression=CompressionType.LZ4), 0, None)
+    with pytest.raises(AioProducerError):
+        compiled_pipeline.BatchPipeline(CompressionType.LZ4, None).submit(empty, 1, 0, 0, False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=5000), start=st.integers(0, 9), value=st.integers(0, 2**32 - 1))
+def test_the_compiled_crc32c_matches_the_crc32c_package(data: bytes, start: int, value: int) -> None:
+    view = memoryview(data)[min(start, len(data)) :]  # unaligned starts too
+    assert compiled_pipeline.crc32c(view, value) == crc32c.crc32c(bytes(view), value)
+
+
+# -- the columnar row path -------------------------------------------------------------------------------------------
+def test_a_random_table_gives_the_same_report_on_both_twins() -> None:
+    """Differential: random rows with nulls, slices and dictionary keys appended through each twin's row appender
+    give the same refusals (class and message), partitions, batch bytes and memory charged."""
+    rng = random.Random(11)
+    for _ in range(20):
+        table = random_table(rng)
+        assert run_table("pure", table) == run_table("compiled", table)
+
+
+def random_table(rng: random.Random) -> pa.Table:
+    count = rng.randint(1, 300)
+
+    def maybe(value: Any) -> Any:
+        return None if rng.random() < 0.1 else value
+
+    keys = pa.array([maybe(f"k{rng.randint(0, 20)}") for _ in range(count)]).dictionary_encode()
+    table = pa.table(
+        {
+            "topic": pa.array([maybe(rng.choice(["t", "u", "bad topic"])) for _ in range(count)]),
+            "key": keys,
+            "value": pa.array([maybe(os.urandom(rng.randint(0, 300))) for _ in range(count)], pa.large_binary()),
+            "partition": pa.array([maybe(rng.randint(-1, 5)) for _ in range(count)], pa.int16()),
+            "timestamp": pa.array([maybe(TS + rng.randint(-10, 10)) for _ in range(count)], pa.int64()),
+        }
+    )
+    start = rng.randint(0, count - 1)
+    return table.slice(start, rng.randint(1, count - start))

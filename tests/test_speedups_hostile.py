@@ -3,7 +3,7 @@ partitioner answering anything at all (or raising), serializers failing or retur
 headers, partitions and timestamps. Same outcome per call (result, or error type, message and cause), same batches,
 same memory accounting, same topics marked in use.
 
-Needs the compiled extension: like test_speedups.py it runs in the compiled session only."""
+Needs the compiled twins: like test_speedups.py it runs in the compiled session only."""
 
 from __future__ import annotations
 
@@ -15,16 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioproducer import _speedups as compiled  # type: ignore[attr-defined]
-from aioproducer import appender
+from aioproducer import appender, bulk_deliveries, delivery, partitioner
 from aioproducer.accumulator import RecordAccumulator
-from aioproducer.bulk_deliveries import BulkDeliveries
 from aioproducer.compression import CompressionType
-from aioproducer.delivery import Delivery, resolve
+from aioproducer.delivery import BatchOutcome, resolve
 from aioproducer.errors import UnknownPartitionError
 from aioproducer.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
-from aioproducer.partitioner import DefaultPartitioner
 from aioproducer.serializers import resolve_serializer
+from tests.twins import use_twin
 
 NOW_MS = 1_000_000
 
@@ -81,31 +79,43 @@ def layout(count: int) -> TopicInfo:
     return TopicInfo("t", tuple(PartitionInfo(p, 1) for p in range(count)), tuple(range(count)))
 
 
-def run(make_appender: Any, partitioner: Any, calls: list[tuple[Any, ...]], serializers: tuple[str, str]) -> Any:
-    """Every call's outcome, the batches' bytes, the memory and the topics in use after `calls`."""
-    acc = RecordAccumulator(
-        batch_size=300, linger_ms=5, buffer_memory=20_000, compression=CompressionType.NONE, compression_level=None
+def new_accumulator() -> RecordAccumulator:
+    return RecordAccumulator(
+        batch_size=300,
+        linger_ms=5,
+        buffer_memory=20_000,
+        compression=CompressionType.NONE,
+        compression_level=None,
+        new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], None),
     )
-    state = MetadataState(max_age_ms=300_000, max_idle_ms=300_000, retry_backoff_ms=100)
-    state.cluster = ClusterMetadata({1: BrokerInfo(1, "h", 1)}, {"t": layout(4)})
-    key_spec, value_spec = (SERIALIZERS[name] for name in serializers)
-    subject = make_appender(
-        accumulator=acc,
-        cluster_state=state,
-        partitioner=partitioner,
-        key_serializer=resolve_serializer(key_spec, role="key"),  # type: ignore[arg-type]
-        value_serializer=resolve_serializer(value_spec),  # type: ignore[arg-type]
-        plain_bytes_keys=key_spec == "bytes",
-        plain_bytes_values=value_spec == "bytes",
-        max_record_bytes=4000,
-        size_limit_message="too large",
-        delivery_type=Delivery,
-        clock_ms=lambda: NOW_MS,
-        wake_sender=lambda: None,
-    )
-    seen = [outcome(subject, call) for call in calls]
-    batches = [batch.close().encode() for queue in acc.queues.values() for batch in queue]
-    return seen, batches, acc.used_bytes, subject.unyielded_bytes, sorted(state.topics)
+
+
+def run(kind: str, make_partitioner: Any, calls: list[tuple[Any, ...]], serializers: tuple[str, str]) -> Any:
+    """Every call's outcome, the batches' bytes, the memory and the topics in use after `calls`, on the `kind`
+    twins (`make_partitioner` is called once they are in place)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        use_twin(monkeypatch, kind)
+        acc = new_accumulator()
+        state = MetadataState(max_age_ms=300_000, max_idle_ms=300_000, retry_backoff_ms=100)
+        state.cluster = ClusterMetadata({1: BrokerInfo(1, "h", 1)}, {"t": layout(4)})
+        key_spec, value_spec = (SERIALIZERS[name] for name in serializers)
+        subject = appender.Appender(
+            accumulator=acc,
+            pool=acc.pool,
+            cluster_state=state,
+            partitioner=make_partitioner(),
+            key_serializer=resolve_serializer(key_spec, role="key"),  # type: ignore[arg-type]
+            value_serializer=resolve_serializer(value_spec),  # type: ignore[arg-type]
+            plain_bytes_keys=key_spec == "bytes",
+            plain_bytes_values=value_spec == "bytes",
+            max_record_bytes=4000,
+            size_limit_message="too large",
+            clock_ms=lambda: NOW_MS,
+            wake_sender=lambda: None,
+        )
+        seen = [outcome(subject, call) for call in calls]
+        batches = [batch.close().encode() for queue in acc.queues.values() for batch in queue]
+        return seen, batches, acc.used_bytes, subject.unyielded_bytes, sorted(state.topics)
 
 
 def outcome(subject: Any, call: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -114,14 +124,14 @@ def outcome(subject: Any, call: tuple[Any, ...]) -> tuple[Any, ...]:
     except BaseException as exc:
         cause = exc.__cause__
         return ("raised", type(exc), str(exc), type(cause), str(cause))
-    if isinstance(result, Delivery):
+    if isinstance(result, delivery.Delivery):
         return ("buffered", result._outcome.partition, result._index, result._key_size, result._value_size)
-    return ("must wait", *result)
+    return ("must wait", result.partition, result.key, result.value, result.headers, result.size, result.timestamp_ms)
 
 
 def both(partitioner_answers: list[Any], calls: list[tuple[Any, ...]], serializers: tuple[str, str]) -> Any:
-    pure = run(appender.Appender, Answers(partitioner_answers), calls, serializers)
-    twin = run(compiled.Appender, Answers(partitioner_answers), calls, serializers)
+    pure = run("pure", lambda: Answers(partitioner_answers), calls, serializers)
+    twin = run("compiled", lambda: Answers(partitioner_answers), calls, serializers)
     assert pure == twin
     return pure
 
@@ -168,8 +178,11 @@ def test_twins_take_the_default_partitioner_through_the_same_check() -> None:
     """The compiled path trusts its own DefaultPartitioner; the pure path checks its answers: they agree."""
     calls = [("t", b"v%d" % i, b"k%d" % (i % 7) if i % 3 else None, None, None, NOW_MS + i) for i in range(80)]
 
-    pure = run(appender.Appender, DefaultPartitioner(300, rng=random.Random(5)), calls, ("bytes", "bytes"))
-    twin = run(compiled.Appender, compiled.DefaultPartitioner(300, rng=random.Random(5)), calls, ("bytes", "bytes"))
+    def default() -> Any:
+        return partitioner.DefaultPartitioner(300, rng=random.Random(5))
+
+    pure = run("pure", default, calls, ("bytes", "bytes"))
+    twin = run("compiled", default, calls, ("bytes", "bytes"))
     assert pure == twin and all(kind == "buffered" for kind, *_ in pure[0])
 
 
@@ -254,36 +267,36 @@ def test_twins_agree_on_every_odd_header_partition_and_timestamp() -> None:
     assert kinds == {"raised", "buffered", "must wait"}  # partitions 4 and 2**70 wait for metadata to grow
 
 
-def run_many(make_appender: Any, records: list[Any]) -> list[Any]:
+def run_many(kind: str, records: list[Any]) -> list[Any]:
     """What send_many's append_many made of `records`: each record's result once its batch succeeded."""
-    acc = RecordAccumulator(
-        batch_size=300, linger_ms=5, buffer_memory=20_000, compression=CompressionType.NONE, compression_level=None
-    )
-    state = MetadataState(max_age_ms=300_000, max_idle_ms=300_000, retry_backoff_ms=100)
-    state.cluster = ClusterMetadata({1: BrokerInfo(1, "h", 1)}, {"t": layout(4)})
-    subject = make_appender(
-        accumulator=acc,
-        cluster_state=state,
-        partitioner=Answers([1]),
-        key_serializer=resolve_serializer("bytes", role="key"),
-        value_serializer=resolve_serializer("bytes"),
-        plain_bytes_keys=True,
-        plain_bytes_values=True,
-        max_record_bytes=4000,
-        size_limit_message="too large",
-        delivery_type=Delivery,
-        clock_ms=lambda: NOW_MS,
-        wake_sender=lambda: None,
-    )
-    bulk = compiled.BulkDeliveries() if make_appender is compiled.Appender else BulkDeliveries()
-    index = subject.append_many(records, 0, NOW_MS, bulk, 1 << 40)
-    assert index == len(records)
-    for outcome in bulk.outcomes():
-        outcome.succeed(100, -1)
-    return [
-        (type(r).__name__, str(r)) if isinstance(r, BaseException) else ("ok", r.partition, r.offset)
-        for r in bulk.results(resolve)
-    ]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        use_twin(monkeypatch, kind)
+        acc = new_accumulator()
+        state = MetadataState(max_age_ms=300_000, max_idle_ms=300_000, retry_backoff_ms=100)
+        state.cluster = ClusterMetadata({1: BrokerInfo(1, "h", 1)}, {"t": layout(4)})
+        subject = appender.Appender(
+            accumulator=acc,
+            pool=acc.pool,
+            cluster_state=state,
+            partitioner=Answers([1]),
+            key_serializer=resolve_serializer("bytes", role="key"),
+            value_serializer=resolve_serializer("bytes"),
+            plain_bytes_keys=True,
+            plain_bytes_values=True,
+            max_record_bytes=4000,
+            size_limit_message="too large",
+            clock_ms=lambda: NOW_MS,
+            wake_sender=lambda: None,
+        )
+        bulk = bulk_deliveries.BulkDeliveries()
+        index, waiting = subject.append_many(records, 0, NOW_MS, bulk, 1 << 40)
+        assert (index, waiting) == (len(records), None)
+        for outcome in bulk.outcomes():
+            outcome.succeed(100, -1)
+        return [
+            (type(r).__name__, str(r)) if isinstance(r, BaseException) else ("ok", r.partition, r.offset)
+            for r in bulk.results(resolve)
+        ]
 
 
 SHAPES = [
@@ -303,36 +316,8 @@ def test_twins_fail_a_send_many_item_that_is_not_a_record_alone(shape: Any) -> N
     """An item of send_many that was not a 6-tuple raised a bare ValueError or TypeError out of the whole call
     (records before it were buffered, their results lost) on both paths: now it fails alone, InvalidRecordError."""
     records = [("t", b"before", None, None, None, NOW_MS), shape, ["t", b"after", None, None, None, NOW_MS]]
-    pure = run_many(appender.Appender, records)
-    twin = run_many(compiled.Appender, records)
+    pure = run_many("pure", records)
+    twin = run_many("compiled", records)
     assert pure == twin
     assert pure[0] == ("ok", 1, 100) and pure[2] == ("ok", 1, 101), pure
     assert pure[1][0] == "InvalidRecordError" and "send_many takes ProducerRecords" in pure[1][1]
-
-
-def test_records_of_plain_fields_are_untracked_and_records_that_could_hold_a_cycle_are_not() -> None:
-    """A send_many caller's chunk of ProducerRecords survived young collections (CPython untracks plain tuples, not
-    a named tuple) and triggered a full collection every ~70 k records. The compiled constructor untracks a record
-    whose fields are all None, bytes, str or int; anything that could refer back to the record stays tracked, so a
-    cycle through it is still collected."""
-    import gc
-    import weakref
-
-    from aioproducer import ProducerRecord
-
-    assert not gc.is_tracked(ProducerRecord("t", b"v", key="k", partition=1, timestamp_ms=5))
-    assert not gc.is_tracked(ProducerRecord("t"))
-    assert gc.is_tracked(ProducerRecord("t", b"v", headers=[("h", b"1")]))
-    assert gc.is_tracked(ProducerRecord("t", bytearray(b"v")))
-
-    class Value:
-        record: object = None
-
-    value = Value()
-    value.record = ProducerRecord("t", value)  # a cycle: record -> value -> record
-    watched = weakref.ref(value)
-    del value
-    gc.collect()
-    assert watched() is None
-    record = ProducerRecord("t", b"v", key=b"k", partition=1, timestamp_ms=2)
-    assert record == ("t", b"v", b"k", None, 1, 2)

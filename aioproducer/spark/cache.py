@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aioproducer import Producer
+from aioproducer.models import TableReport
 
 __all__ = ["Lease", "LoopThread", "ProducerCache", "shared_cache"]
 
@@ -73,7 +74,7 @@ class _Entry:
 
 
 class Lease:
-    """A producer lent to one task. `send_many` runs on the cache's loop; set `suspect` when the producer failed in a
+    """A producer lent to one task. `send_table` runs on the cache's loop; set `suspect` when the producer failed in a
     way that may outlast the task, and it is closed instead of kept."""
 
     def __init__(self, entry: _Entry, loop_thread: LoopThread, created: bool) -> None:
@@ -83,8 +84,9 @@ class Lease:
         self.suspect = False
         self._entry = entry
 
-    def send_many(self, records: Any) -> concurrent.futures.Future[list[Any]]:
-        return self.loop_thread.submit(self.producer.send_many(records))
+    def send_table(self, data: Any, **columns: Any) -> concurrent.futures.Future[TableReport]:
+        """`Producer.send_table(data, **columns)` on the cache's loop."""
+        return self.loop_thread.submit(self.producer.send_table(data, **columns))
 
     def connections_opened(self) -> int:
         """The producer's `connection-creation-total` so far (read on its loop, where the metrics change)."""

@@ -5,12 +5,12 @@ Arrow (the Arrow schema is built from a module handed in).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aioproducer import RecordMetadata
 from aioproducer.errors import AioProducerError, InvalidRecordError
+from aioproducer.models import TableReport
 
 __all__ = [
     "MAX_ERRORS",
@@ -241,7 +241,7 @@ def merge_offsets(offsets: Iterable[PartitionOffsets]) -> tuple[PartitionOffsets
 
 
 class TaskTally:
-    """Counts one task's results as its `send_many` calls return: per Kafka partition, failures, first errors."""
+    """Counts one task's results as its `send_table` calls return: per Kafka partition, failures, first errors."""
 
     def __init__(self, spark_partition: int, max_errors: int = MAX_ERRORS) -> None:
         self.spark_partition = spark_partition
@@ -252,46 +252,33 @@ class TaskTally:
         self.producer_suspect = False
         self._offsets: dict[tuple[str, int], list[int]] = {}  # → [first, last, records]
 
-    def add(self, first_row: int, results: Sequence[RecordMetadata | BaseException]) -> None:
-        """The results of rows `first_row`, `first_row + 1`, ... of this task's Spark partition."""
-        # Group offsets per partition first and fold each group once: a tight loop, as this runs for every record.
-        groups: dict[tuple[str, int], list[int]] = {}
-        for index, result in enumerate(results):
-            if isinstance(result, BaseException):
-                self._fail(first_row + index, result)
-                continue
-            tp = (result.topic, result.partition)
-            offsets = groups.get(tp)
-            if offsets is None:
-                groups[tp] = [result.offset]
-            else:
-                offsets.append(result.offset)
-        for tp, offsets in groups.items():
-            self._fold(tp, offsets)
-            self.delivered += len(offsets)
+    def add_table(self, first_row: int, report: TableReport) -> None:
+        """The report of rows `first_row`, `first_row + 1`, ... of this task's Spark partition (one send_table call):
+        counted per partition and per error, never row by row (only the first failed rows are looked at)."""
+        self.delivered += report.delivered
+        for tp, records in report.per_partition.items():
+            low, high = report.offset_ranges.get(tp, (-1, -1))
+            self._fold_range(tp, low, high, records)
+        failed_rows: list[tuple[int, BaseException]] = []
+        for failure in report.failures:
+            self.failed += len(failure.rows)
+            self.producer_suspect |= not isinstance(failure.error, InvalidRecordError)
+            room = self.max_errors - len(self.errors)
+            if room > 0:
+                failed_rows += [(row, failure.error) for row in failure.row_numbers()[:room]]
+        for row, error in sorted(failed_rows, key=lambda pair: pair[0])[: max(self.max_errors - len(self.errors), 0)]:
+            message = str(error)[:_MAX_MESSAGE_CHARS]
+            self.errors.append(RecordError(self.spark_partition, first_row + row, type(error).__name__, message))
 
-    def _fold(self, tp: tuple[str, int], offsets: list[int]) -> None:
-        low, high = min(offsets), max(offsets)
-        if low < 0:  # unknown offsets (acks=0) count as records but not in the range
-            known = [o for o in offsets if o >= 0]
-            low, high = min(known, default=-1), max(known, default=-1)
+    def _fold_range(self, tp: tuple[str, int], low: int, high: int, records: int) -> None:
         stats = self._offsets.get(tp)
         if stats is None:
-            self._offsets[tp] = [low, high, len(offsets)]
+            self._offsets[tp] = [low, high, records]
             return
         if low >= 0 and (stats[0] < 0 or low < stats[0]):
             stats[0] = low
         stats[1] = max(stats[1], high)
-        stats[2] += len(offsets)
-
-    def _fail(self, row: int, error: BaseException) -> None:
-        self.failed += 1
-        # A bad record fails alone; any other failure (a timeout, a broker or connection error) may be the
-        # producer's state, which must not be handed to the next task.
-        self.producer_suspect |= not isinstance(error, InvalidRecordError)
-        if len(self.errors) < self.max_errors:
-            message = str(error)[:_MAX_MESSAGE_CHARS]
-            self.errors.append(RecordError(self.spark_partition, row, type(error).__name__, message))
+        stats[2] += records
 
     def report(
         self, attempt: int, stage_id: int, elapsed_ms: int, *, new_producer: bool = False, connections_opened: int = 0

@@ -1,14 +1,13 @@
-"""Executor side of a publish: Arrow batches in, one `TaskReport` out. The task's thread converts chunks of rows
-to records; a producer from the process's cache (`cache.py`) sends them on its loop thread, with at most
-`MAX_PENDING_CHUNKS` `send_many` calls un-awaited. Sees no Spark Row and no driver state.
+"""Executor side of a publish: Arrow batches in, one `TaskReport` out. Spark's Arrow batches go straight to the
+producer's columnar path (`send_table`: no Python object per row) on the loop thread of the process's producer cache
+(`cache.py`), in chunks of at most `chunk_rows`, with at most `MAX_PENDING_CHUNKS` calls un-awaited. Sees no Spark
+Row and no driver state.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
-import gc
 import os
 import time
 from collections import deque
@@ -16,25 +15,25 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aioproducer import ProducerRecord
+from aioproducer.models import TableReport
 from aioproducer.spark._deps import require
 from aioproducer.spark.cache import Lease, shared_cache
-from aioproducer.spark.convert import records_from_arrow
 from aioproducer.spark.options import DEFAULT_CACHE_TIMEOUT_MS, PublishOptions, resolve_placeholders
 from aioproducer.spark.report import MAX_ERRORS, TaskReport, TaskTally, arrow_schema
 from aioproducer.spark.transactional import publish_in_transaction
 
-__all__ = ["MAX_PENDING_CHUNKS", "TaskPlan", "publish_partition", "run_task"]
+__all__ = ["MAX_PENDING_CHUNKS", "TaskPlan", "columns_of", "publish_partition", "run_task"]
 
 # Enough chunks in flight to keep the connection busy while the next chunk is converted, few enough that a task
 # holds at most MAX_PENDING_CHUNKS * chunk_rows records (buffer_memory bounds it further).
 MAX_PENDING_CHUNKS = 4
-_GC_YOUNG_THRESHOLD = 50_000
 # Set by Spark (PythonRunner) when Python workers serve many tasks; without it (or outside Spark) the process ends
 # after this task, or never runs another: a producer kept for a next task would only be dropped unclosed.
 _REUSE_WORKER = "SPARK_REUSE_WORKER"
 
-_Pending = deque[tuple[int, "concurrent.futures.Future[list[Any]]"]]
+_Pending = deque[tuple[int, "concurrent.futures.Future[TableReport]"]]
+# The sink's columns (Spark's KafkaWriter): value, and optionally key, topic, partition and headers.
+_ROLES = ("key", "value", "partition", "headers")
 
 
 @dataclass(frozen=True)
@@ -77,41 +76,47 @@ def run_task(batches: Iterable[Any], plan: TaskPlan) -> TaskReport:
     )
     tally = TaskTally(partition, plan.max_errors)
     started = time.monotonic()
-    with _young_collections_every(_GC_YOUNG_THRESHOLD):
-        if plan.transactional_id_prefix is not None:
-            # One producer per task: its transactional id is the Spark partition's, never shared through the cache.
-            config = resolve_placeholders(plan.producer_config, strict=True)
-            chunks = _chunks(batches, plan)
-            connections = asyncio.run(
-                publish_in_transaction(chunks, config, plan.transactional_id_prefix, partition, tally)
+    if plan.transactional_id_prefix is not None:
+        # One producer per task: its transactional id is the Spark partition's, never shared through the cache.
+        config = resolve_placeholders(plan.producer_config, strict=True)
+        chunks = _chunks(batches, plan)
+        connections = asyncio.run(
+            publish_in_transaction(
+                chunks,
+                lambda chunk: columns_of(chunk, plan.topic),
+                config,
+                plan.transactional_id_prefix,
+                partition,
+                tally,
             )
-            new_producer = connections > 0
-        else:
-            new_producer, connections = _publish(_chunks(batches, plan), plan, tally)
+        )
+        new_producer = connections > 0
+    else:
+        new_producer, connections = _publish(_chunks(batches, plan), plan, tally)
     elapsed_ms = round((time.monotonic() - started) * 1000)
     return tally.report(attempt, stage, elapsed_ms, new_producer=new_producer, connections_opened=connections)
 
 
-@contextlib.contextmanager
-def _young_collections_every(allocations: int) -> Iterator[None]:
-    # The hot path allocates a few short-lived containers per record, all freed by reference counting; at CPython's
-    # default threshold (700) the cyclic collector runs every ~100 records and costs ~20% of a task's CPU (measured).
-    # The task owns its Python worker while it runs; the previous thresholds come back at its end.
-    previous = gc.get_threshold()
-    gc.set_threshold(max(previous[0], allocations), *previous[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*previous)
-
-
-def _chunks(batches: Iterable[Any], plan: TaskPlan) -> Iterator[list[ProducerRecord]]:
+def _chunks(batches: Iterable[Any], plan: TaskPlan) -> Iterator[Any]:
+    """The task's Arrow batches, sliced to at most `chunk_rows` rows (slices share the batch's buffers)."""
     for batch in batches:
         for start in range(0, batch.num_rows, plan.chunk_rows):
-            yield records_from_arrow(batch.slice(start, plan.chunk_rows), plan.topic)
+            yield batch.slice(start, plan.chunk_rows)
 
 
-def _publish(chunks: Iterator[list[ProducerRecord]], plan: TaskPlan, tally: TaskTally) -> tuple[bool, int]:
+def columns_of(batch: Any, topic: str | None) -> dict[str, Any]:
+    """`send_table`'s column arguments for a batch of sink columns; `topic`, when given, overrides the topic column
+    (as Spark's Kafka sink's topic option does)."""
+    names = set(batch.schema.names)
+    columns: dict[str, Any] = {role: role for role in _ROLES if role in names}
+    if topic is not None:
+        columns["topic"] = topic
+    else:
+        columns["topic_column"] = "topic"
+    return columns
+
+
+def _publish(chunks: Iterator[Any], plan: TaskPlan, tally: TaskTally) -> tuple[bool, int]:
     """Send every chunk through a borrowed producer; whether the task had to start that producer, and how many
     connections the producer opened for the task."""
     first = next(chunks, None)
@@ -119,21 +124,22 @@ def _publish(chunks: Iterator[list[ProducerRecord]], plan: TaskPlan, tally: Task
         return False, 0  # an empty partition borrows no producer
     config = resolve_placeholders(plan.producer_config, strict=True)
     keep = plan.producer_cache and bool(os.environ.get(_REUSE_WORKER))
+    columns = columns_of(first, plan.topic)
     with shared_cache().lease(config, keep=keep, idle_timeout_s=plan.producer_cache_timeout_ms / 1000) as lease:
         opened_before = 0 if lease.created else lease.connections_opened()
         pending: _Pending = deque()
         try:
             row = 0
-            for records in _prepend(first, chunks):
-                pending.append((row, lease.send_many(records)))
-                row += len(records)
+            for chunk in _prepend(first, chunks):
+                pending.append((row, lease.send_table(chunk, **columns)))
+                row += chunk.num_rows
                 if len(pending) > MAX_PENDING_CHUNKS:
                     _settle(pending.popleft(), tally, lease)
             while pending:
                 _settle(pending.popleft(), tally, lease)
         finally:
-            # Only on an error (reading the input failed, the task is being killed): stop buffering. What is
-            # buffered is still delivered by the producer; this attempt fails anyway, so Spark reruns the partition.
+            # Only on an error (reading the input failed, the task is being killed): stop sending. What is buffered
+            # is still delivered by the producer; this attempt fails anyway, so Spark reruns the partition.
             for _, future in pending:
                 future.cancel()
             concurrent.futures.wait([future for _, future in pending])
@@ -141,16 +147,16 @@ def _publish(chunks: Iterator[list[ProducerRecord]], plan: TaskPlan, tally: Task
         return lease.created, lease.connections_opened() - opened_before
 
 
-def _settle(entry: tuple[int, concurrent.futures.Future[list[Any]]], tally: TaskTally, lease: Lease) -> None:
+def _settle(entry: tuple[int, concurrent.futures.Future[TableReport]], tally: TaskTally, lease: Lease) -> None:
     first_row, future = entry
     try:
-        results = future.result()
+        report = future.result()
     except BaseException:
-        lease.suspect = True  # send_many itself failed (the producer closed under the task): never lend it again
+        lease.suspect = True  # send_table itself failed (the producer closed under the task): never lend it again
         raise
-    tally.add(first_row, results)
+    tally.add_table(first_row, report)
 
 
-def _prepend(first: list[ProducerRecord], rest: Iterator[list[ProducerRecord]]) -> Iterator[list[ProducerRecord]]:
+def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
     yield first
     yield from rest

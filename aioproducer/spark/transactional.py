@@ -12,10 +12,12 @@ import asyncio
 import re
 import warnings
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
-from aioproducer import Producer, ProducerRecord, RecordMetadata
+from aioproducer import Producer
 from aioproducer.errors import ConfigError, TransactionRequiresAbortError
+from aioproducer.models import TableReport
 from aioproducer.spark.report import TaskTally
 
 __all__ = ["AT_LEAST_ONCE", "DELIVERY_MODES", "TRANSACTIONAL", "check_delivery", "publish_in_transaction"]
@@ -26,8 +28,6 @@ DELIVERY_MODES = (AT_LEAST_ONCE, TRANSACTIONAL)
 # Room for "-<partition>" within Kafka's limit on a transactional id (it is a string key of the coordinator's log).
 _PREFIX = re.compile(r"[A-Za-z0-9._-]{1,200}")
 _MAX_PENDING_CHUNKS = 4
-
-_Results = list[RecordMetadata | BaseException]
 
 
 def check_delivery(delivery: str, transactional_id_prefix: str | None) -> None:
@@ -62,32 +62,35 @@ def transactional_id(prefix: str, spark_partition: int) -> str:
 
 
 async def publish_in_transaction(
-    chunks: Iterator[list[ProducerRecord]],
+    chunks: Iterator[Any],
+    columns: Callable[[Any], Mapping[str, Any]],
     config: Mapping[str, str],
     prefix: str,
     spark_partition: int,
     tally: TaskTally,
 ) -> int:
-    """Publish one task's records in one transaction and commit it; on any error abort and raise, so that Spark
+    """Publish one task's Arrow chunks (`columns` names their roles for `send_table`) in one transaction and commit
+    it; on any error abort and raise, so that Spark
     retries the task (a record refused by Kafka would only be refused again: the task fails after its retries).
     Returns how many broker connections the task's producer opened (0: an empty partition starts none)."""
     first = next(chunks, None)
     if first is None:
         return 0  # an empty partition opens no transaction
     settings = {**config, "transactional.id": transactional_id(prefix, spark_partition)}
+    roles = columns(first)
     async with Producer(config=settings) as producer, producer.transaction():
-        pending: deque[tuple[int, asyncio.Future[_Results]]] = deque()
+        pending: deque[tuple[int, asyncio.Future[TableReport]]] = deque()
         try:
             row = 0
-            for records in _prepend(first, chunks):
-                pending.append((row, asyncio.ensure_future(producer.send_many(records))))
-                row += len(records)
+            for chunk in _prepend(first, chunks):
+                pending.append((row, asyncio.ensure_future(producer.send_table(chunk, **roles))))
+                row += chunk.num_rows
                 if len(pending) > _MAX_PENDING_CHUNKS:
                     first_row, future = pending.popleft()
-                    tally.add(first_row, await future)
+                    tally.add_table(first_row, await future)
             while pending:
                 first_row, future = pending.popleft()
-                tally.add(first_row, await future)
+                tally.add_table(first_row, await future)
         finally:
             for _, future in pending:
                 future.cancel()
@@ -102,6 +105,6 @@ async def publish_in_transaction(
     return int(producer.metrics().producer["connection-creation-total"])
 
 
-def _prepend(first: list[ProducerRecord], rest: Iterator[list[ProducerRecord]]) -> Iterator[list[ProducerRecord]]:
+def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
     yield first
     yield from rest

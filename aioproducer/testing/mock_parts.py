@@ -62,15 +62,13 @@ class MockBatch:
 
 
 class MockAccumulator:
-    """The accumulator as the appender sees it: unlimited memory; every append becomes one pending record."""
+    """The accumulator as the appender sees it: every append becomes one pending record (memory is the pool's:
+    `MockProducer` gives the appender one as large as it can count)."""
 
-    memory_waiters = 0
+    batch_size = 1
 
     def __init__(self, accept: Callable[[PendingRecord], None]) -> None:
         self._accept = accept
-
-    def has_room(self, size: int) -> bool:
-        return True
 
     def append(
         self,

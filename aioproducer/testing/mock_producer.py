@@ -15,32 +15,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from aioproducer.appender import RECORD_MEMORY_OVERHEAD, Appender, Prepared
+from aioproducer.appender import RECORD_MEMORY_OVERHEAD, PreparedRecord, PureAppender
+from aioproducer.buffer_pool import PureBufferPool
 from aioproducer.bulk_deliveries import BulkDeliveries, wait_all
+from aioproducer.columnar.reader import ArrowReader
 from aioproducer.config import ProducerConfig
 from aioproducer.delivery import Delivery, resolve
 from aioproducer.errors import (
     AioProducerError,
     ConfigError,
+    InvalidTableError,
     KafkaTimeoutError,
     MetadataTimeoutError,
     ProducerClosedError,
     TransactionStateError,
+    WouldBlockError,
 )
 from aioproducer.health import Health
 from aioproducer.metadata import TopicInfo
 from aioproducer.metrics import MetricsSnapshot
-from aioproducer.models import ProducerRecord, RecordMetadata, record_of
+from aioproducer.models import ProducerRecord, RecordMetadata, TableReport, record_of
 from aioproducer.producer import _resolve_partitioner
 from aioproducer.records.layout import BATCH_HEADER_SIZE
 from aioproducer.serializers import RecordSerializer, resolve_serializer
 from aioproducer.settings import ProducerSettings
+from aioproducer.table_records import send_table_as_records
 from aioproducer.testing.mock_observe import MockObserver
 from aioproducer.testing.mock_parts import InjectedError, MockAccumulator, MockTopics, PendingRecord, SentRecord
 from aioproducer.testing.mock_transactions import MockTransactions
@@ -114,8 +120,10 @@ class MockProducer(TransactionalMethods):
         self._cluster = MockTopics()
         for topic, count in (topics or {}).items():
             self._cluster.add(topic, count)
-        self._appender = Appender(
+        self._appender = PureAppender(
             accumulator=MockAccumulator(self._accept),  # type: ignore[arg-type]  # the part of it the appender uses
+            # No memory limit in a mock; the pool only keeps the appender's count.
+            pool=PureBufferPool(sys.maxsize),
             cluster_state=self._cluster,  # type: ignore[arg-type]
             partitioner=_resolve_partitioner(cfg),
             key_serializer=resolve_serializer(cfg.key_serializer, role="key"),
@@ -127,7 +135,6 @@ class MockProducer(TransactionalMethods):
             size_limit_message=(
                 f"larger than max_request_size={cfg.max_request_size} / buffer_memory={cfg.buffer_memory}"
             ),
-            delivery_type=Delivery,
             clock_ms=_no_clock,
             wake_sender=_nothing,
         )
@@ -245,10 +252,66 @@ class MockProducer(TransactionalMethods):
             else:
                 key, value, headers = serializer.apply(topic, key, value, headers)
         delivery = self._appender.append_now(topic, value, key, headers, partition, timestamp_ms)
-        if type(delivery) is tuple:
-            delivery = self._place(topic, delivery, partition)
+        if type(delivery) is PreparedRecord:
+            delivery = self._place(delivery)
         self._given(given)
-        return delivery  # type: ignore[return-value]
+        return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
+
+    def enqueue_nowait(
+        self,
+        topic: str,
+        value: Any = None,
+        *,
+        key: Any = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Delivery:
+        """Accept one record without awaiting, as `Producer.enqueue_nowait` does (a mock never waits for metadata or
+        memory: only an async serializer makes it raise WouldBlockError)."""
+        self._check_running()
+        if self._txn is not None:
+            self._txn.check_send()
+        if self.send_error is not None:
+            raise self.send_error
+        given = ProducerRecord._make((topic, value, key, headers, partition, timestamp_ms))
+        serializer = self._record_serializer
+        if serializer is not None:
+            if serializer.is_async:
+                raise WouldBlockError("an async serializer must be awaited: await enqueue(...)")
+            key, value, headers = serializer.apply(topic, key, value, headers)
+        delivery = self._appender.append_now(topic, value, key, headers, partition, timestamp_ms)
+        if type(delivery) is PreparedRecord:
+            delivery = self._place(delivery)
+        self._given(given)
+        return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
+
+    async def send_table(
+        self,
+        data: Any,
+        *,
+        topic: str | None = None,
+        topic_column: str | None = None,
+        key: str | None = None,
+        value: str | None = None,
+        headers: str | None = None,
+        partition: str | None = None,
+        timestamp: str | None = None,
+        offsets: bool = False,
+    ) -> TableReport:
+        """Each row of an Arrow table as a record, as `Producer.send_table` does, with its report; in the mock every row
+        becomes a ProducerRecord (through `send_many`, so `history()` shows each one)."""
+        self._check_running()
+        if (topic is None) == (topic_column is None):
+            raise InvalidTableError(
+                "send_table takes one topic for every row (topic=) or a topic column (topic_column=), not both"
+            )
+        if topic is not None:
+            check_topic(topic)
+        reader = ArrowReader(
+            data, key=key, value=value, topic=topic_column, partition=partition, timestamp=timestamp, headers=headers
+        )
+        return await send_table_as_records(reader, topic, self.send_many, offsets)
 
     async def send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
         """One result per record, in order: its RecordMetadata, or the exception it failed with."""
@@ -273,14 +336,12 @@ class MockProducer(TransactionalMethods):
                 bulk.add(self.send_error)
                 index += 1
             else:
-                index = self._appender.append_many(batch, index, now_ms, bulk, 1 << 62)
-                prepared = bulk.last()
-                if type(prepared) is tuple:
-                    topic, partition = batch[index - 1][0], batch[index - 1][4]
+                index, prepared = self._appender.append_many(batch, index, now_ms, bulk, 1 << 62)
+                if prepared is not None:
                     try:
-                        bulk.set_last(self._place(topic, prepared, partition))
+                        bulk.add(self._place(prepared))
                     except AioProducerError as exc:
-                        bulk.set_last(exc)
+                        bulk.add(exc)
             self._remember(given, positions, start, index, bulk)
         for outcome in bulk.outcomes():
             await outcome.wait()
@@ -290,13 +351,12 @@ class MockProducer(TransactionalMethods):
     async def wait(self, deliveries: Iterable[Any]) -> list[RecordMetadata | BaseException]:
         """Wait for many records' deliveries, as `Producer.wait`: one result per item, in order, its RecordMetadata
         or the exception it failed with (never raised). In manual mode it waits until the test completes them."""
-        return await wait_all(deliveries, BulkDeliveries())
+        return await wait_all(deliveries)
 
     def _remember(self, given: Sequence[Any], positions: list[int], start: int, end: int, bulk: BulkDeliveries) -> None:
         # Which records the appender accepted (a Delivery) rather than refused (an error) at the call.
-        accepted = bulk._items
         for position in range(start, end):
-            if isinstance(accepted[position], Delivery):
+            if bulk.is_delivery(position):
                 record = given[positions[position]]
                 self._given(record if isinstance(record, ProducerRecord) else record_of(record))
 
@@ -307,9 +367,9 @@ class MockProducer(TransactionalMethods):
         else:
             self._history.append(record)
 
-    def _place(self, topic: str, prepared: Prepared, partition: int | None) -> Delivery:
+    def _place(self, prepared: PreparedRecord) -> Delivery:
         """A record whose topic the mock did not know yet: create the topic (or refuse it), then append."""
-        return self._appender.place(topic, prepared, partition, self._topic(topic))
+        return self._appender.place(prepared, self._topic(prepared.topic))
 
     def _topic(self, topic: str) -> TopicInfo:
         info = self._cluster.topics.get(topic)

@@ -10,7 +10,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from tests.benchmarks.workloads import BULK_CHUNK, IDIOM_TASKS, LINGER_MS, RunSpec
+from tests.benchmarks.bench_sync_clients import confluent_config
+from tests.benchmarks.workloads import BULK_CHUNK, IDIOM_TASKS, RunSpec, batching_of
 
 __all__ = ["AsyncClient", "make_async_client"]
 
@@ -34,6 +35,10 @@ class AsyncClient(Protocol):
 
     async def idiom(self, name: str, values: Sequence[bytes]) -> int:
         """Produce `values` the way idiom `name` waits for each record; returns how many records failed."""
+        ...
+
+    async def callback(self, values: Sequence[bytes], keys: Sequence[bytes] | None) -> int:
+        """A done-callback per record that checks its outcome, then flush; returns how many records failed."""
         ...
 
 
@@ -74,11 +79,15 @@ class AioproducerClient:
         from aioproducer import Producer
 
         settings: dict[str, Any] = {
-            "linger_ms": LINGER_MS,
             "compression_type": spec.compression,
             "acks": "all" if spec.idempotent else 1,
             "enable_idempotence": spec.idempotent,
         }
+        linger_ms, batch_size = batching_of(str(spec.extra.get("batching", "linger")))
+        if linger_ms is not None:
+            settings["linger_ms"] = linger_ms
+        if batch_size is not None:  # Java's fixed batches: no growing past batch_size while a batch waits
+            settings.update(batch_size=batch_size, batch_max_size=batch_size)
         if spec.buffer_memory:
             settings["buffer_memory"] = spec.buffer_memory
         self.topic = spec.topic
@@ -107,8 +116,33 @@ class AioproducerClient:
         from aioproducer import ProducerRecord
 
         send_many, topic = self.producer.send_many, self.topic
+        failed = 0
         for first in range(0, len(values), chunk):
-            await send_many([ProducerRecord(topic, value) for value in values[first : first + chunk]])
+            records = [ProducerRecord(topic, value) for value in values[first : first + chunk]]
+            failed += failures(await send_many(records))
+        if failed:
+            raise RuntimeError(f"{failed} record(s) failed")
+
+    async def table(self, table: Any) -> None:
+        """Publish a whole table (anything with the Arrow PyCapsule interface) with `send_table`, its `value`
+        column as the records' values, no key."""
+        report = await self.producer.send_table(table, topic=self.topic, value="value")  # type: ignore[attr-defined]
+        failed = getattr(report, "failed", 0)  # the report counts failed rows (a TableReport)
+        if failed:
+            raise RuntimeError(f"{failed} row(s) failed: {getattr(report, 'failures', ())!r}"[:2000])
+
+    async def callback(self, values: Sequence[bytes], keys: Sequence[bytes] | None) -> int:
+        settled = Settled(len(values))
+        on_done, enqueue, topic = settled.on_done, self.producer.enqueue, self.topic
+        if keys is None:
+            for value in values:
+                (await enqueue(topic, value)).add_done_callback(on_done)
+        else:
+            for value, key in zip(values, keys, strict=True):
+                (await enqueue(topic, value, key=key)).add_done_callback(on_done)
+        await self.producer.flush()
+        await settled.all_done.wait()
+        return settled.failed
 
     async def flush(self) -> None:
         await self.producer.flush()
@@ -124,20 +158,9 @@ class AioproducerClient:
         if name == "wait":
             deliveries = [await enqueue(topic, value) for value in values]
             return failures(await producer.wait(deliveries))
-        if name == "callback":
-            settled = Settled(len(values))
-            on_done = settled.on_done
-            for value in values:
-                (await enqueue(topic, value)).add_done_callback(on_done)
-            await producer.flush()
-            await settled.all_done.wait()
-            return settled.failed
         if name == "tasks":
             send = producer.send
             return await in_tasks(lambda value: send(topic, value), values)
-        if name == "enqueue_flush":
-            await self.loop(values, None)
-            return 0
         if name == "send_many":
             from aioproducer import ProducerRecord
 
@@ -153,13 +176,15 @@ class AiokafkaClient:
     def __init__(self, spec: RunSpec) -> None:
         import aiokafka  # type: ignore[import-untyped]
 
+        linger_ms, batch_size = batching_of(str(spec.extra.get("batching", "linger")))
+        settings = {"linger_ms": linger_ms, "max_batch_size": batch_size}
         self.topic = spec.topic
         self.producer: Any = aiokafka.AIOKafkaProducer(
             bootstrap_servers=spec.bootstrap,
-            linger_ms=LINGER_MS,
             compression_type=None if spec.compression == "none" else spec.compression,
             acks="all" if spec.idempotent else 1,
             enable_idempotence=spec.idempotent,
+            **{name: value for name, value in settings.items() if value is not None},
         )
 
     async def start(self) -> None:
@@ -194,25 +219,24 @@ class AiokafkaClient:
     async def close(self) -> None:
         await self.producer.stop()
 
+    async def callback(self, values: Sequence[bytes], keys: Sequence[bytes] | None) -> int:
+        settled = Settled(len(values))
+        on_done, send, topic = settled.on_done, self.producer.send, self.topic
+        pairs = zip(values, keys, strict=True) if keys is not None else ((value, None) for value in values)
+        for value, key in pairs:
+            (await send(topic, value, key)).add_done_callback(on_done)
+        await self.producer.flush()
+        await settled.all_done.wait()
+        return settled.failed
+
     async def idiom(self, name: str, values: Sequence[bytes]) -> int:
         producer, send, topic = self.producer, self.producer.send, self.topic
         if name == "gather":
             futures = [await send(topic, value) for value in values]
             return failures(await asyncio.gather(*futures, return_exceptions=True))
-        if name == "callback":
-            settled = Settled(len(values))
-            on_done = settled.on_done
-            for value in values:
-                (await send(topic, value)).add_done_callback(on_done)
-            await producer.flush()
-            await settled.all_done.wait()
-            return settled.failed
         if name == "tasks":
             send_and_wait = producer.send_and_wait
             return await in_tasks(lambda value: send_and_wait(topic, value), values)
-        if name == "enqueue_flush":
-            await self.loop(values, None)
-            return 0
         if name == "send_many":  # its bulk idiom: send each record of a chunk, then gather the chunk's futures
             failed = 0
             for first in range(0, len(values), BULK_CHUNK):
@@ -228,13 +252,7 @@ class ConfluentAioClient:
 
     def __init__(self, spec: RunSpec) -> None:
         self.topic = spec.topic
-        self.conf: dict[str, Any] = {
-            "bootstrap.servers": spec.bootstrap,
-            "linger.ms": LINGER_MS,
-            "compression.type": spec.compression,
-            "acks": "all" if spec.idempotent else 1,
-            "enable.idempotence": spec.idempotent,
-        }
+        self.conf: dict[str, Any] = confluent_config(spec)
         self.producer: Any = None
 
     async def start(self) -> None:
@@ -274,29 +292,28 @@ class ConfluentAioClient:
     async def close(self) -> None:
         await self.producer.close()
 
+    async def callback(self, values: Sequence[bytes], keys: Sequence[bytes] | None) -> int:
+        settled = Settled(len(values))
+        on_done, produce, topic = settled.on_done, self.producer.produce, self.topic
+        pairs = zip(values, keys, strict=True) if keys is not None else ((value, None) for value in values)
+        for value, key in pairs:
+            (await produce(topic, value, key)).add_done_callback(on_done)
+        await self.producer.flush()
+        await settled.all_done.wait()
+        return settled.failed
+
     async def idiom(self, name: str, values: Sequence[bytes]) -> int:
         producer, produce, topic = self.producer, self.producer.produce, self.topic
         if name == "gather":
             futures = [await produce(topic, value) for value in values]
             await producer.flush()  # else the last futures wait for its 1 s buffer timeout
             return failures(await asyncio.gather(*futures, return_exceptions=True))
-        if name == "callback":
-            settled = Settled(len(values))
-            on_done = settled.on_done
-            for value in values:
-                (await produce(topic, value)).add_done_callback(on_done)
-            await producer.flush()
-            await settled.all_done.wait()
-            return settled.failed
         if name == "tasks":
 
             async def send_and_wait(value: bytes) -> None:
                 await (await produce(topic, value))
 
             return await in_tasks(send_and_wait, values)
-        if name == "enqueue_flush":
-            await self.loop(values, None)
-            return 0
         raise ValueError(f"confluent-kafka AIOProducer has no idiom {name!r}")
 
 

@@ -1,8 +1,13 @@
 """One benchmark run in its own process: build the client, warm it up, run one workload, print one JSON result line.
 
-Owns the timing of a run (wall clock, CPU, RSS, latencies, event-loop lag); it must not start brokers or judge
-results — the orchestrator (`run.py`) counts what reached the broker.
+Owns the timing of a run (wall clock, CPU of the whole process, RSS, latencies, event-loop lag); it must not start
+brokers or judge results — the orchestrator (`run.py`) counts what reached the broker.
     python -m tests.benchmarks.bench_worker '<RunSpec as JSON>'
+
+With `"handshake": true` in the spec's extra, the worker prints READY_MARK once the client is connected, its warm-up
+record acknowledged and the records prepared, then waits for a line on stdin before the clock starts: the
+orchestrator reads the broker's CPU and end offsets in between, so that both cover the timed part alone. The result
+line is printed as soon as the timed part ends, before the client closes, for the same reason.
 """
 
 from __future__ import annotations
@@ -18,10 +23,10 @@ from typing import Any
 
 from tests.benchmarks.bench_async_clients import AsyncClient, make_async_client
 from tests.benchmarks.bench_sync_clients import SyncClient, make_sync_client, pace
+from tests.benchmarks.driver import READY_MARK, RESULT_MARK
 from tests.benchmarks.measure import cpu_seconds, peak_rss_mb, rss_mb, summary_ms
 from tests.benchmarks.workloads import ASYNC_CLIENTS, BULK_CHUNK, RunSpec, key_pool, records_for, value_pool
 
-RESULT_MARK = "BENCH-RESULT "
 IDLE_GAP_S = 0.02  # four times linger.ms: each idle send finds the producer with nothing buffered
 TICK_S = 0.001
 SETTLE_S = 10.0
@@ -31,6 +36,32 @@ def _payloads(spec: RunSpec) -> tuple[list[bytes], list[bytes] | None]:
     values = records_for(spec.count, value_pool(spec.value_size, compressible=spec.compression != "none"))
     keys = records_for(spec.count, key_pool()) if spec.keyed else None
     return values, keys
+
+
+def _await_go(spec: RunSpec) -> None:
+    """Tell the orchestrator the run is ready to time, and wait until it says go (see the module's docstring)."""
+    if not spec.extra.get("handshake"):
+        return
+    print(READY_MARK, flush=True)
+    if not sys.stdin.readline():
+        raise RuntimeError("the orchestrator went away before the timed part")
+
+
+def _emit(result: dict[str, Any]) -> None:
+    print(RESULT_MARK + json.dumps(result), flush=True)
+
+
+def table_of(source: str, values: list[bytes]) -> Any:
+    """The records as one table with a binary `value` column: a pyarrow Table or a polars DataFrame."""
+    if source == "pyarrow":
+        import pyarrow as pa
+
+        return pa.table({"value": pa.array(values, type=pa.binary())})
+    if source == "polars":
+        import polars as pl
+
+        return pl.DataFrame({"value": pl.Series("value", values, dtype=pl.Binary)})
+    raise ValueError(f"no such table source: {source!r}")
 
 
 class _Acks:
@@ -142,7 +173,9 @@ async def _run_async(spec: RunSpec) -> dict[str, Any]:
     await client.start()
     await client.send_and_wait(b"warm-up")  # connections and metadata exist before the clock starts
     values, keys = _payloads(spec)
+    table = table_of(str(spec.extra["source"]), values) if spec.mode == "table" else None
     result: dict[str, Any] = {"rss_before_mb": rss_mb()}
+    _await_go(spec)
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     if spec.mode in ("loop", "memory"):
         await client.loop(values, keys)
@@ -156,7 +189,13 @@ async def _run_async(spec: RunSpec) -> dict[str, Any]:
         result.update(await _lag_async(client, values, bool(spec.extra.get("bulk")), str(spec.extra.get("idiom", ""))))
     elif spec.mode == "idiom":
         _check_settled(await client.idiom(str(spec.extra["idiom"]), values))
+    elif spec.mode == "callback":
+        _check_settled(await client.callback(values, keys))
+    elif spec.mode == "table":
+        await client.table(table)  # type: ignore[attr-defined]
     result.update(elapsed_s=time.perf_counter() - t0, cpu_s=cpu_seconds() - cpu0, peak_rss_mb=peak_rss_mb())
+    result.setdefault("records", spec.count)
+    _emit(result)
     await client.close()
     return result
 
@@ -195,6 +234,7 @@ def _run_sync(spec: RunSpec) -> dict[str, Any]:
     client.send_and_wait(b"warm-up")
     values, keys = _payloads(spec)
     result: dict[str, Any] = {"rss_before_mb": rss_mb()}
+    _await_go(spec)
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     if spec.mode in ("loop", "memory"):
         client.loop(values, keys)
@@ -206,7 +246,11 @@ def _run_sync(spec: RunSpec) -> dict[str, Any]:
         result.update(_idle_sync(client, spec.count, float(spec.extra.get("budget_s", 15))))
     elif spec.mode == "idiom":
         _check_settled(client.idiom(str(spec.extra["idiom"]), values))  # type: ignore[attr-defined]
+    elif spec.mode == "callback":
+        _check_settled(client.callback(values, keys))  # type: ignore[attr-defined]
     result.update(elapsed_s=time.perf_counter() - t0, cpu_s=cpu_seconds() - cpu0, peak_rss_mb=peak_rss_mb())
+    result.setdefault("records", spec.count)
+    _emit(result)
     client.close()
     return result
 
@@ -218,20 +262,20 @@ def _check_settled(failed: int) -> None:
 
 
 def run(spec: RunSpec) -> dict[str, Any]:
-    """Run `spec` in this process; `records` is how many records the timed part produced (the warm-up excluded)."""
-    result = asyncio.run(_run_async(spec)) if spec.client in ASYNC_CLIENTS else _run_sync(spec)
-    result.setdefault("records", spec.count)
-    return result
+    """Run `spec` in this process and print its result line; `records` is how many records the timed part produced
+    (the warm-up excluded)."""
+    return asyncio.run(_run_async(spec)) if spec.client in ASYNC_CLIENTS else _run_sync(spec)
 
 
 def main(argv: list[str]) -> int:
     spec = RunSpec.from_json(json.loads(argv[1]))
     try:
-        result = run(spec)
+        run(spec)
     except Exception:
-        result = {"error": traceback.format_exc()}
-    print(RESULT_MARK + json.dumps(result), flush=True)
-    return 1 if "error" in result else 0
+        # Printed after a result line (a failure while closing), it replaces that result: the run failed.
+        _emit({"error": traceback.format_exc()})
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

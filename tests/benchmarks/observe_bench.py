@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from aioproducer import Producer, ProducerRecord
-from aioproducer.accelerated import speedups
+from aioproducer.accelerated import COMPILED
 from aioproducer.testing import TansuBroker, create_topic
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         started=time.strftime("%Y-%m-%d %H:%M"),
         python=platform.python_version(),
         machine=f"{platform.machine()}, {_cpus()} CPUs",
-        compiled=speedups is not None,
+        compiled=COMPILED,
         load_before=load_before,
         load_after=_load(),
     )

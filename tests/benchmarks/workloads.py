@@ -1,6 +1,8 @@
-"""The benchmark's workloads, clients and payloads: what each run does and how big it is; pure data.
+"""The benchmark's workloads beyond the peer rows (latency, event-loop lag, memory, the cost of observing, ways of
+waiting), the clients, their batching settings and the payloads: what each run does and how big it is; pure data.
 
 Owns the definitions shared by the orchestrator and the workers; it must not start processes or touch a broker.
+The throughput rows against every peer are `rows.py`'s.
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from tests.benchmarks.rows import MATCHED_BATCH_BYTES, MATCHED_LINGER_MS
 
 __all__ = [
     "ASYNC_CLIENTS",
@@ -19,12 +23,13 @@ __all__ = [
     "PYTHON_CLIENTS",
     "RunSpec",
     "Workload",
+    "batching_of",
     "key_pool",
     "plan",
     "value_pool",
 ]
 
-Mode = Literal["loop", "bulk", "rate", "idle", "lag", "memory", "idiom"]
+Mode = Literal["loop", "bulk", "rate", "idle", "lag", "memory", "idiom", "callback", "table"]
 
 PYTHON_CLIENTS = ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync", "kafka_python")
 # The Java producer (kafka-clients, the reference implementation) runs the throughput loops only.
@@ -38,13 +43,16 @@ CLIENT_LABELS = {
     "confluent_sync": "confluent-kafka Producer (sync)",
     "kafka_python": "kafka-python",
     "java": "Java producer (kafka-clients)",
+    "perf_test": "kafka-producer-perf-test",
 }
-# Tansu: an embedded broker, fresh per run, that costs ~0.4 CPU-s per million records; Apache Kafka: one real
-# single-node cluster for the whole bench (a fresh topic per run), the judge of what the numbers mean in practice.
+# Apache Kafka: one real single-node cluster for the whole bench (a fresh topic per work), the judge of every claim.
+# Tansu (an embedded broker, fresh per run) runs the workloads below only when asked (`--brokers tansu,kafka`).
 BROKERS = ("tansu", "kafka")
+DEFAULT_BROKERS = ("kafka",)
 BROKER_LABELS = {"tansu": "Tansu (embedded)", "kafka": "Apache Kafka 4.1.1 (one node)"}
 BOTH_BROKERS = BROKERS
-# Every client runs with the same linger (librdkafka's default; aiokafka and kafka-python default to 0).
+# The workloads below run every client with the same linger (librdkafka's and Java's default; aiokafka and
+# kafka-python default to 0) and its own batch size: batching "linger".
 LINGER_MS = 5
 DISTINCT_KEYS = 10_000
 BULK_CHUNK = 10_000
@@ -63,12 +71,12 @@ class Workload:
     value_size: int = 100
     keyed: bool = False
     compression: str = "none"
-    idempotent: bool = False
+    idempotent: bool = True  # acks=all + idempotence, aioproducer's default and Java's, for every client
     rate: int = 0
     buffer_memory: int = 0
     via_bulk: bool = False  # for "lag": produce with send_many-style chunks instead of an enqueue loop
     clients: tuple[str, ...] = PYTHON_CLIENTS
-    brokers: tuple[str, ...] = ("tansu",)
+    brokers: tuple[str, ...] = BOTH_BROKERS
     # aioproducer only: "off" skips the observer's per-batch work (the baseline), "otel" adds the OpenTelemetry hook
     # with every span sampled and no exporter; "" is the default producer (metrics on, no hooks).
     observe: str = ""
@@ -103,80 +111,9 @@ class RunSpec:
 
 
 WORKLOADS: tuple[Workload, ...] = (
-    # The throughput workloads run on both brokers; the Java producer joins those its send() loop can express.
-    Workload(
-        "enqueue_100B",
-        "keyless 100 B, enqueue loop",
-        "loop",
-        full=300_000,
-        quick=30_000,
-        clients=WITH_JAVA,
-        brokers=BOTH_BROKERS,
-    ),
-    Workload(
-        "send_many_100B",
-        "keyless 100 B, send_many (10 k chunks)",
-        "bulk",
-        full=300_000,
-        quick=30_000,
-        brokers=BOTH_BROKERS,
-    ),
-    Workload(
-        "keyed_100B",
-        "keyed 100 B, 10 k distinct keys",
-        "loop",
-        full=300_000,
-        quick=30_000,
-        keyed=True,
-        clients=WITH_JAVA,
-        brokers=BOTH_BROKERS,
-    ),
-    Workload(
-        "lz4_1KB",
-        "1 KB values, lz4",
-        "loop",
-        full=150_000,
-        quick=15_000,
-        value_size=1000,
-        compression="lz4",
-        clients=WITH_JAVA,
-        brokers=BOTH_BROKERS,
-    ),
-    Workload(
-        "zstd_1KB",
-        "1 KB values, zstd",
-        "loop",
-        full=150_000,
-        quick=15_000,
-        value_size=1000,
-        compression="zstd",
-        clients=WITH_JAVA,
-        brokers=BOTH_BROKERS,
-    ),
-    # gzip and snappy complete the four codecs (lz4 and zstd above carry the Java peer and the lag rows).
-    *(
-        Workload(
-            f"{codec}_1KB",
-            f"1 KB values, {codec}",
-            "loop",
-            full=150_000,
-            quick=15_000,
-            value_size=1000,
-            compression=codec,
-            brokers=BOTH_BROKERS,
-        )
-        for codec in ("gzip", "snappy")
-    ),
-    Workload(
-        "idempotent_100B",
-        "keyless 100 B, acks=all + idempotence",
-        "loop",
-        full=300_000,
-        quick=30_000,
-        idempotent=True,
-        clients=WITH_JAVA,
-        brokers=BOTH_BROKERS,
-    ),
+    # The throughput comparison against every peer is `rows.py`'s (run by `run.py` before these). What follows
+    # measures the clients' behaviour beyond throughput: latency, event-loop lag, memory, the cost of observing, and
+    # the ways of waiting for every record's outcome.
     # Latency at a fixed rate: count = records sent at `rate` per second (5 s full, 2 s quick).
     Workload(
         "latency_20k", "enqueue-to-ack latency at 20 k records/s", "rate", full=100_000, quick=40_000, rate=20_000
@@ -243,23 +180,14 @@ WORKLOADS: tuple[Workload, ...] = (
 )
 
 
-# The ways users wait for each record's outcome, each run by every client that has the idiom (100 B, keyless). The
-# Java producer's documented loop is send() with a callback per record, then flush(): it joins "callback".
+# The ways users wait for each record's outcome beyond the peer rows' done-callback (100 B, keyless), each run by
+# every client that has the idiom.
 IDIOM_TASKS = 1000
 IDIOMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "gather": ("gather over every record's future", ("aioproducer", "aiokafka", "confluent_aio")),
-    "callback": (
-        "a done-callback per record, then flush",
-        ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync", "java"),
-    ),
     # confluent-kafka's AIOProducer is left out: each of its awaited sends waits for its 1 s buffer timeout, so
     # this row ran at ~1 k records/s (200 s a run) in a quick trial.
     "tasks": (f"send awaited in {IDIOM_TASKS} concurrent tasks", ("aioproducer", "aiokafka")),
-    "enqueue_flush": (
-        "enqueue loop, then flush",
-        ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync"),
-    ),
-    "send_many": ("send_many (10 k chunks; peers: their bulk idiom)", ("aioproducer", "aiokafka", "confluent_sync")),
     "wait": ("enqueue loop, then producer.wait(deliveries)", ("aioproducer",)),
 }
 IDIOM_WORKLOADS: tuple[Workload, ...] = tuple(
@@ -307,20 +235,11 @@ KEPT_HANDLES_WORKLOADS: tuple[Workload, ...] = (
         clients=("aioproducer", "aiokafka"),
         idiom="send_many",
     ),
-    Workload(
-        "idle_send_kafka",
-        "single send on an idle producer, real Kafka",
-        "idle",
-        full=200,
-        quick=50,
-        clients=("aioproducer", "aiokafka", "confluent_sync", "kafka_python"),
-        brokers=("kafka",),
-    ),
 )
 WORKLOADS = WORKLOADS + IDIOM_WORKLOADS + KEPT_HANDLES_WORKLOADS
 
 
-def plan(only: tuple[str, ...] = (), clients: tuple[str, ...] = (), broker: str = "tansu") -> list[Workload]:
+def plan(only: tuple[str, ...] = (), clients: tuple[str, ...] = (), broker: str = "kafka") -> list[Workload]:
     """The workloads to run on `broker`, in order, optionally narrowed to some names and clients."""
     chosen = [w for w in WORKLOADS if (not only or w.name in only) and broker in w.brokers]
     if clients:
@@ -333,11 +252,32 @@ def _narrow(workload: Workload, clients: tuple[str, ...]) -> Workload:
     return Workload(**{**asdict(workload), "clients": kept})
 
 
+def batching_of(batching: str) -> tuple[int | None, int | None]:
+    """(linger.ms, batch.size) a client is given under `batching`; None leaves that setting at the client's default.
+
+    "defaults": each client as it ships; "matched": everyone at the same linger and batch size (aioproducer's batches
+    also held there: batch_max_size = batch_size); "linger": the same linger only (the workloads of this module).
+    """
+    if batching == "defaults":
+        return None, None
+    if batching == "matched":
+        return MATCHED_LINGER_MS, MATCHED_BATCH_BYTES
+    if batching == "linger":
+        return LINGER_MS, None
+    raise ValueError(f"no such batching: {batching!r}")
+
+
+# Random text over 64 symbols: the uncompressed rows' values are printable ASCII without a newline, so that
+# kafka-producer-perf-test (which reads its payloads from a UTF-8 text file, one per line) sends the same bytes.
+_ALPHABET = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
+
+
 def value_pool(size: int, compressible: bool, seed: int = 7) -> list[bytes]:
-    """`_POOL` distinct values of `size` bytes: random bytes, or word salad that compresses about 3-4x."""
+    """`_POOL` distinct values of `size` bytes of printable ASCII (no newline): random text over 64 symbols (for the
+    uncompressed rows), or word salad that compresses about 3-4x (for the compressed ones)."""
     rng = random.Random(seed)
     if not compressible:
-        return [rng.randbytes(size) for _ in range(_POOL)]
+        return [bytes(rng.choices(_ALPHABET, k=size)) for _ in range(_POOL)]
     words = [bytes(rng.choices(b"abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 9))) for _ in range(400)]
     pool = []
     for n in range(_POOL):

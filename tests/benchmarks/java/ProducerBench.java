@@ -1,19 +1,25 @@
 /*
  * The Java producer (org.apache.kafka:kafka-clients) as a benchmark peer: one run of one throughput workload, timed
- * as the Python workers time theirs, with one result line on stdout. Compiled at bench time by run.py.
+ * as the Python workers time theirs, with one result line on stdout. Compiled at bench time by java_peer.py.
  *
- *   java -cp '<kafka libs>/*:<classes>' ProducerBench BOOTSTRAP TOPIC COUNT VALUES KEYS|- COMPRESSION IDEMPOTENT LINGER_MS
+ *   java -cp '<kafka libs>/*:<classes>' ProducerBench BOOTSTRAP TOPIC COUNT VALUES KEYS|- COMPRESSION IDEMPOTENT
+ *                                                     LINGER_MS|- BATCH_SIZE|- warm|cold HANDSHAKE
  *
  * VALUES and KEYS are pools written by the orchestrator (int32 big-endian length, then the bytes, repeated): the same
  * payloads the Python clients send, cycled the same way. The idiom is the documented one: send() with a callback in
- * a loop, then flush(); send() blocks when buffer.memory is full. One warm-up record is sent and acknowledged first,
- * as for every client. Then, unlike the Python clients, which have no JIT, the whole workload runs once untimed (the
- * "cold" pass, reported apart) so that the timed pass measures the compiled producer a long-running service gets.
- * The result line reports both passes; the independent count afterwards expects 1 + 2 x COUNT records.
+ * a loop, then flush(); send() blocks when buffer.memory is full. LINGER_MS and BATCH_SIZE are left at the client's
+ * defaults when "-". One warm-up record is sent and acknowledged first, as for every client. "warm": the whole
+ * workload then runs once untimed in the same JVM, so that the timed pass measures the compiled producer a
+ * long-running service has; "cold": the timed pass is the JVM's first, JIT compilation included, as a short job
+ * gets. With HANDSHAKE "true" the harness prints "BENCH-READY" before the timed pass and waits for a line on stdin
+ * (the orchestrator reads the broker's CPU and end offsets in between).
  */
 
+import java.io.BufferedReader;
 import java.io.DataInputStream;
 import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
 import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -39,12 +45,19 @@ public final class ProducerBench {
         List<byte[]> keyPool = args[4].equals("-") ? null : readPool(Path.of(args[4]));
         String compression = args[5];
         boolean idempotent = Boolean.parseBoolean(args[6]);
+        boolean warm = args[9].equals("warm");
+        boolean handshake = Boolean.parseBoolean(args[10]);
 
         Properties config = new Properties();
         config.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        config.put(ProducerConfig.LINGER_MS_CONFIG, args[7]);
+        if (!args[7].equals("-")) {
+            config.put(ProducerConfig.LINGER_MS_CONFIG, args[7]);
+        }
+        if (!args[8].equals("-")) {
+            config.put(ProducerConfig.BATCH_SIZE_CONFIG, args[8]);
+        }
         config.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, compression);
-        // Java defaults to acks=all with idempotence; the other workloads run acks=1 without it, as for every peer.
+        // Java's defaults (acks=all with idempotence), written out as for every peer.
         config.put(ProducerConfig.ACKS_CONFIG, idempotent ? "all" : "1");
         config.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, Boolean.toString(idempotent));
         config.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
@@ -69,15 +82,24 @@ public final class ProducerBench {
                 }
             };
             double rssBefore = statusMb("VmRSS:");
-            long[] cold = pass(producer, topic, keys, values, callback);
+            long[] untimed = warm ? pass(producer, topic, keys, values, callback) : new long[] {0, 0};
+            if (handshake) {
+                System.out.println("BENCH-READY");
+                System.out.flush();
+                BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+                if (stdin.readLine() == null) {
+                    throw new IOException("the orchestrator went away before the timed pass");
+                }
+            }
             long[] timed = pass(producer, topic, keys, values, callback);
             System.out.println(RESULT_MARK + String.format(
                 java.util.Locale.ROOT,
-                "{\"records\": %d, \"elapsed_s\": %.6f, \"cpu_s\": %.6f, \"cold_elapsed_s\": %.6f, "
-                    + "\"cold_cpu_s\": %.6f, \"untimed_records\": %d, \"rss_before_mb\": %.1f, "
+                "{\"records\": %d, \"elapsed_s\": %.6f, \"cpu_s\": %.6f, \"untimed_elapsed_s\": %.6f, "
+                    + "\"untimed_cpu_s\": %.6f, \"untimed_records\": %d, \"rss_before_mb\": %.1f, "
                     + "\"peak_rss_mb\": %.1f, \"failed\": %d, \"java\": \"%s\"}",
-                count, timed[0] / 1e9, timed[1] / 1e9, cold[0] / 1e9, cold[1] / 1e9, count, rssBefore,
-                statusMb("VmHWM:"), failed.get(), System.getProperty("java.version")));
+                count, timed[0] / 1e9, timed[1] / 1e9, untimed[0] / 1e9, untimed[1] / 1e9, warm ? count : 0,
+                rssBefore, statusMb("VmHWM:"), failed.get(), System.getProperty("java.version")));
+            System.out.flush();
         }
     }
 

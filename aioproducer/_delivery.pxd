@@ -1,0 +1,26 @@
+# cython: language_level=3
+from libc.stdint cimport int64_t
+
+
+cdef class Delivery:
+    cdef public object _outcome
+    cdef public Py_ssize_t _index
+    cdef public int64_t _timestamp_ms
+    cdef public Py_ssize_t _key_size
+    cdef public Py_ssize_t _value_size
+    cdef public object _callback
+    cdef public object _callback_context
+    cdef public object _callbacks
+    cdef public bint _cancelled
+    cdef public object _cancel_message
+    cdef public bint _watching
+    cdef public bint _asyncio_future_blocking
+
+    cdef bint _is_done(self) except -1
+
+
+cdef Delivery make_delivery(object outcome, Py_ssize_t index, int64_t timestamp_ms, Py_ssize_t key_size,
+                            Py_ssize_t value_size)
+cdef object resolved(object outcome, Py_ssize_t* index)
+cdef object record_metadata(object topic, object partition, int64_t base_offset, int64_t log_append_time_ms,
+                            Py_ssize_t index, int64_t timestamp_ms, int64_t key_size, int64_t value_size)

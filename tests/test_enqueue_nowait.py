@@ -1,0 +1,122 @@
+"""`enqueue_nowait`: buffering a record without awaiting anything, or `WouldBlockError` (the record not buffered)
+whenever `enqueue` would have to wait — and the idiom built on it delivers every record, in order, with the
+sender fed as it goes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from aioproducer import Producer, RecordMetadata
+from aioproducer.errors import InvalidRecordError, ProducerClosedError, WouldBlockError
+from aioproducer.testing import MockProducer, read_back
+from tests.twins import TWINS, use_twin
+
+
+@pytest.fixture(autouse=True, params=TWINS)
+def twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    use_twin(monkeypatch, request.param)
+    return request.param  # type: ignore[no-any-return]
+
+
+async def stored_values(bootstrap: str, topic: str) -> list[bytes]:
+    return [r.value for r in await asyncio.to_thread(read_back, bootstrap, topic)]
+
+
+async def test_the_idiom_delivers_every_record_in_order(tansu_bootstrap: str, twin: str) -> None:
+    topic = f"nowait-{twin}"
+    values = [b"%06d" % i + b"x" * 90 for i in range(20_000)]
+    refused = 0
+    async with Producer(tansu_bootstrap) as producer:
+        deliveries = []
+        for value in values:
+            try:
+                deliveries.append(producer.enqueue_nowait(topic, value, partition=0))
+            except WouldBlockError:
+                refused += 1
+                deliveries.append(await producer.enqueue(topic, value, partition=0))
+        results = await producer.wait(deliveries)
+    assert all(isinstance(r, RecordMetadata) for r in results)
+    assert [r.offset for r in results] == list(range(results[0].offset, results[0].offset + len(values)))
+    # The first record waits for the topic's metadata; then one refusal per 64 KiB lets the event loop run: ~2 MB.
+    assert 2 <= refused < 100, refused
+    assert await stored_values(tansu_bootstrap, topic) == values
+
+
+async def test_it_refuses_what_would_wait_and_buffers_nothing_then(tansu_bootstrap: str, twin: str) -> None:
+    topic = f"nowait-unknown-{twin}"
+    async with Producer(tansu_bootstrap, buffer_memory=40_000, linger_ms=1000) as producer:
+        with pytest.raises(WouldBlockError, match="no metadata yet"):
+            producer.enqueue_nowait(topic, b"first")  # the topic's metadata is not known yet
+        await producer.enqueue(topic, b"first")
+        with pytest.raises(WouldBlockError):
+            producer.enqueue_nowait(topic, b"beyond", partition=1000)  # may exist after a refresh
+        buffered = 0
+        with pytest.raises(WouldBlockError, match="buffer memory"):
+            for _ in range(1000):  # lingering: nothing is sent, so memory runs out
+                producer.enqueue_nowait(topic, b"y" * 200)
+                buffered += 1
+        assert 0 < buffered < 200
+        used = producer.metrics().producer["buffer-available-bytes"]
+        with pytest.raises(WouldBlockError):
+            producer.enqueue_nowait(topic, b"y" * 200)
+        assert producer.metrics().producer["buffer-available-bytes"] == used  # the refused record took nothing
+        await producer.flush()
+    assert len(await stored_values(tansu_bootstrap, topic)) == 1 + buffered
+
+
+async def test_bad_input_and_a_closed_producer_raise_their_own_errors(tansu_bootstrap: str) -> None:
+    producer = Producer(tansu_bootstrap)
+    with pytest.raises(ProducerClosedError):
+        producer.enqueue_nowait("t", b"v")
+    async with producer:
+        with pytest.raises(InvalidRecordError):
+            producer.enqueue_nowait("bad topic!", b"v")
+        with pytest.raises(InvalidRecordError):
+            producer.enqueue_nowait("t", b"v", headers=[("k", 5)])  # type: ignore[list-item]
+    with pytest.raises(ProducerClosedError):
+        producer.enqueue_nowait("t", b"v")
+
+
+async def test_an_async_serializer_always_sends_the_caller_to_enqueue(tansu_bootstrap: str, twin: str) -> None:
+    async def serialize(value: Any) -> bytes:
+        await asyncio.sleep(0)
+        return str(value).encode()
+
+    async with Producer(tansu_bootstrap, value_serializer=serialize) as producer:
+        with pytest.raises(WouldBlockError, match="async serializer"):
+            producer.enqueue_nowait(f"nowait-async-{twin}", 7)
+        assert (await producer.send(f"nowait-async-{twin}", 7)).offset >= 0
+
+
+async def test_record_hooks_see_buffered_and_refused_records_but_not_would_block(
+    tansu_bootstrap: str, twin: str
+) -> None:
+    seen: list[tuple[str, Any]] = []
+
+    class Hook:
+        def on_record_buffered(self, record: Any) -> None:
+            seen.append(("buffered", record.value))
+
+        def on_record_acknowledged(self, record: Any, metadata: Any, error: Any) -> None:
+            seen.append(("acknowledged", type(error).__name__ if error else record.value))
+
+    async with Producer(tansu_bootstrap, hooks=[Hook()]) as producer:
+        with pytest.raises(WouldBlockError):
+            producer.enqueue_nowait(f"nowait-hooks-{twin}", b"early")
+        await producer.send(f"nowait-hooks-{twin}", b"first")
+        await producer.enqueue_nowait(f"nowait-hooks-{twin}", b"second")
+        with pytest.raises(InvalidRecordError):
+            producer.enqueue_nowait("bad topic!", b"bad")
+    assert ("acknowledged", "second") in [(k, v if isinstance(v, str) else v.decode()) for k, v in seen]
+    assert ("acknowledged", "InvalidRecordError") in seen
+    assert ("acknowledged", "WouldBlockError") not in seen  # not refused: the caller goes on with enqueue
+
+
+async def test_the_mock_producer_takes_it_too() -> None:
+    async with MockProducer(topics={"orders": 2}) as mock:
+        delivery = mock.enqueue_nowait("orders", b"v", key=b"k")
+        assert (await delivery).topic == "orders"
+        assert [r.value for r in mock.history()] == [b"v"]
