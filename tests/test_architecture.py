@@ -40,11 +40,12 @@ LAYERS = [
     ["transactions_api"],
     ["transactions"],
     ["transactions_requests"],
+    ["table_appender", "table_records"],
     ["appender", "sender", "health", "transactions_coordinator"],
     ["cluster"],
     ["connection", "memory", "observer", "record_hooks"],
     ["security"],
-    ["accumulator", "metrics_fold", "compression_pacing", "bulk_deliveries"],
+    ["accumulator", "metrics_fold", "compression_pacing", "bulk_deliveries", "table_deliveries"],
     ["delivery", "hooks", "metrics"],
     ["transactions_state", "transactions_verdicts", "batch", "columnar"],
     ["metadata", "node_states", "idempotence", "partitioner", "validation", "models", "transactions_group"],
@@ -62,7 +63,7 @@ def imports_of(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     package = ".".join(("aioproducer", *path.relative_to(PACKAGE).parent.parts))
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -72,6 +73,20 @@ def imports_of(path: Path) -> set[str]:
             elif node.module:
                 found.add(node.module)
     return found
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node but those under `if TYPE_CHECKING:` (imports for annotations only, never run)."""
+    nodes: list[ast.AST] = []
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        nodes.append(node)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            pending.extend(node.orelse)
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return nodes
 
 
 def files_of(module: str) -> list[Path]:

@@ -21,6 +21,7 @@ from aioproducer import Producer, RecordMetadata
 from aioproducer import batch as batch_module
 from aioproducer.compression import CompressionType
 from aioproducer.delivery import BatchOutcome
+from aioproducer.errors import ProducerClosedError
 from aioproducer.records import builder as builder_module
 from aioproducer.records import pipeline as pipeline_module
 from aioproducer.testing import read_back
@@ -158,3 +159,25 @@ async def test_compressed_batches_grow_and_read_back_exactly(tansu_bootstrap: st
 
 async def read_back_async(bootstrap: str, topic: str) -> list[bytes]:
     return [r.value for r in await asyncio.to_thread(read_back, bootstrap, topic)]
+
+
+@pytest.mark.parametrize("close_timeout", [0.0, None], ids=["close(0)", "close()"])
+async def test_closing_while_batches_are_on_the_worker_resolves_every_record(
+    tansu_bootstrap: str, twin: str, close_timeout: float | None
+) -> None:
+    """A producer closed while its slow codec still has batches on the pipeline's worker: every record resolves
+    (delivered, or ProducerClosedError), none is lost or left pending, and what was delivered reads back once."""
+    topic = f"pipeline-close-{twin}-{close_timeout}"
+    values = [b"%06d " % i + b"slow to compress " * 60 for i in range(3000)]
+    producer = Producer(tansu_bootstrap, compression_type="zstd", compression_level=19, linger_ms=0)
+    await producer.start()
+    deliveries = [await producer.enqueue(topic, value, partition=0) for value in values]
+    await asyncio.sleep(0.01)
+    await asyncio.wait_for(producer.close(close_timeout), 60)
+    results = await asyncio.wait_for(producer.wait(deliveries), 10)
+    delivered = [values[n] for n, r in enumerate(results) if isinstance(r, RecordMetadata)]
+    assert all(isinstance(r, RecordMetadata | ProducerClosedError) for r in results), {type(r) for r in results}
+    if close_timeout is None:
+        assert len(delivered) == len(values)
+    stored = await read_back_async(tansu_bootstrap, topic)
+    assert stored[: len(delivered)] == delivered and set(stored) <= set(values)

@@ -112,6 +112,25 @@ class AioproducerClient:
                 await enqueue(topic, value, key=key)
         await self.producer.flush()
 
+    async def loop_nowait(self, values: Sequence[bytes], keys: Sequence[bytes] | None) -> None:
+        """The `enqueue_nowait` idiom: buffer without awaiting; await `enqueue` only when told it would block."""
+        from aioproducer.errors import WouldBlockError
+
+        nowait, enqueue, topic = self.producer.enqueue_nowait, self.producer.enqueue, self.topic  # type: ignore[attr-defined]
+        if keys is None:
+            for value in values:
+                try:
+                    nowait(topic, value)
+                except WouldBlockError:
+                    await enqueue(topic, value)
+        else:
+            for value, key in zip(values, keys, strict=True):
+                try:
+                    nowait(topic, value, key=key)
+                except WouldBlockError:
+                    await enqueue(topic, value, key=key)
+        await self.producer.flush()
+
     async def bulk(self, values: Sequence[bytes], chunk: int) -> None:
         from aioproducer import ProducerRecord
 

@@ -179,6 +179,8 @@ async def _run_async(spec: RunSpec) -> dict[str, Any]:
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     if spec.mode in ("loop", "memory"):
         await client.loop(values, keys)
+    elif spec.mode == "nowait":
+        await client.loop_nowait(values, keys)  # type: ignore[attr-defined]
     elif spec.mode == "bulk":
         await client.bulk(values, BULK_CHUNK)
     elif spec.mode == "rate":

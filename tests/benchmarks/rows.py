@@ -57,6 +57,7 @@ class Idiom:
 
     - "loop": the client's own call in a flat-out loop, then flush (confluent-kafka: `produce()` with `poll(0)` every
       `POLL_EVERY` records and no callback; aioproducer: `await enqueue(...)`; aiokafka: `await send(...)`);
+    - "nowait": aioproducer's `enqueue_nowait(...)`, with `await enqueue(...)` when it raises WouldBlockError;
     - "callback": the same loop with a done-callback per record that checks the outcome;
     - "send_many": aioproducer's `send_many` over chunks of 10 k `ProducerRecord`s;
     - "table:pyarrow" / "table:polars": aioproducer's `send_table` over a whole table;
@@ -78,6 +79,14 @@ IDIOMS: dict[str, Idiom] = {
     idiom.name: idiom
     for idiom in (
         Idiom("aioproducer.enqueue", "aioproducer", "loop", "aioproducer `enqueue` loop", ours=True),
+        Idiom(
+            "aioproducer.enqueue_nowait",
+            "aioproducer",
+            "nowait",
+            "aioproducer `enqueue_nowait` loop (`await enqueue` on WouldBlockError)",
+            ours=True,
+            needs="enqueue_nowait",
+        ),
         Idiom("aioproducer.send_many", "aioproducer", "send_many", "aioproducer `send_many` (10 k chunks)", ours=True),
         Idiom("aioproducer.callback", "aioproducer", "callback", "aioproducer `enqueue` + done-callback", ours=True),
         Idiom(
@@ -162,6 +171,20 @@ ROWS: tuple[Row, ...] = (
         "aioproducer.enqueue",
         tuple(p for p in _PEERS if p != "java.perf_test"),
     ),
+    Row(
+        "nowait_100B",
+        "100 B keyless, `enqueue_nowait` loop",
+        KEYLESS_100B,
+        "aioproducer.enqueue_nowait",
+        _PEERS,
+    ),
+    Row(
+        "nowait_keyed_100B",
+        "100 B keyed, `enqueue_nowait` loop",
+        KEYED_100B,
+        "aioproducer.enqueue_nowait",
+        tuple(p for p in _PEERS if p != "java.perf_test"),
+    ),
     Row("send_many_100B", "100 B keyless, `send_many`", KEYLESS_100B, "aioproducer.send_many", _PEERS),
     Row(
         "callback_100B",
@@ -173,6 +196,17 @@ ROWS: tuple[Row, ...] = (
     *(
         Row(f"{codec}_1KB", f"1 KB {codec}, `enqueue` loop", work, "aioproducer.enqueue", _COMPRESSED_PEERS)
         for codec, work in COMPRESSED_1KB.items()
+    ),
+    *(
+        Row(
+            f"{codec}_1KB_nowait",
+            f"1 KB {codec}, `enqueue_nowait` loop",
+            work,
+            "aioproducer.enqueue_nowait",
+            _COMPRESSED_PEERS,
+        )
+        for codec, work in COMPRESSED_1KB.items()
+        if codec != "gzip"
     ),
     # Columnar publishing: against confluent-kafka's fastest loop (its records already Python bytes, untimed) and
     # against our own send_many on the same records.

@@ -54,9 +54,16 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent / "results"
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # How an idiom's style maps onto the worker's modes.
-_MODES = {"loop": "loop", "callback": "callback", "send_many": "bulk", "warm": "loop", "cold": "loop"}
+_MODES = {
+    "loop": "loop",
+    "nowait": "nowait",
+    "callback": "callback",
+    "send_many": "bulk",
+    "warm": "loop",
+    "cold": "loop",
+}
 # The Python features this build of aioproducer offers that a row may need (rows.Idiom.needs).
-AVAILABLE = frozenset(name for name in ("send_table",) if hasattr(Producer, name))
+AVAILABLE = frozenset(name for name in ("send_table", "enqueue_nowait") if hasattr(Producer, name))
 
 
 def process_cpu_s(pid: int | None) -> float:
