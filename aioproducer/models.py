@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .accelerated import compiled_twin
+
 if TYPE_CHECKING:
     from .columnar.arrow import Int64Array
 
@@ -135,3 +137,14 @@ class TableReport:
         if self.failures:
             first = min(self.failures, key=lambda failure: failure.row_numbers()[0])
             raise first.error
+
+
+# The compiled twin of ProducerRecord's constructor, when built (see aioproducer.accelerated): the same signature
+# and fields without a Python frame, and a record of plain fields (None, bytes, str, int) untracked by the cyclic
+# collector, which otherwise walked a send_many caller's chunks of records again and again (and promoted them into
+# full collections). Set here, where the class is defined; PureProducerRecordNew keeps the original.
+PureProducerRecordNew = ProducerRecord.__new__
+_twin = compiled_twin("aioproducer._models")
+if _twin is not None:
+    _twin.adopt(ProducerRecord)
+    ProducerRecord.__new__ = staticmethod(_twin.new_producer_record)  # type: ignore[method-assign]
