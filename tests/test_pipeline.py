@@ -14,21 +14,25 @@ from typing import Any
 
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatch as AiokafkaBatch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aioproducer import Producer, RecordMetadata
 from aioproducer import batch as batch_module
-from aioproducer.compression import CompressionType
+from aioproducer.compression import CompressionType, compress
 from aioproducer.delivery import BatchOutcome
 from aioproducer.errors import ProducerClosedError
 from aioproducer.records import builder as builder_module
 from aioproducer.records import pipeline as pipeline_module
+from aioproducer.records.layout import BATCH_HEADER_SIZE as RECORDS_OFFSET
 from aioproducer.testing import read_back
 from tests.twins import TWINS, use_twin
 
 CODECS = list(CompressionType)
 TS = 1_700_000_000_000
+# The compiled twin compresses with the codecs' C libraries, the pure one with their Python bindings: frame
+# settings may differ by a few bytes, which must not decide whether a codec shrank a section.
+SLACK_BETWEEN_CODEC_BUILDS = 16
 
 
 @pytest.fixture(autouse=True, params=TWINS)
@@ -92,6 +96,8 @@ def read(encoded: bytes) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32), codec=st.sampled_from(CODECS), transactional=st.booleans())
+# Seed 20647 under gzip gives rows gzip cannot shrink: the test once demanded the codec regardless.
+@example(seed=20647, codec=CompressionType.GZIP, transactional=False)
 def test_a_closed_batch_reads_back_exactly_with_its_stamp(
     seed: int, codec: CompressionType, transactional: bool
 ) -> None:
@@ -102,7 +108,12 @@ def test_a_closed_batch_reads_back_exactly_with_its_stamp(
     meta, read_rows = read(encoded)
     assert read_rows == [(t, k, v, [tuple(h) for h in hs]) for t, k, v, hs in rows]
     assert meta["producer"] == stamp[:3] and meta["transactional"] is transactional
-    assert meta["compression"] == codec
+    if meta["compression"] != codec:
+        # Incompressible rows (a few random bytes under gzip's header) go out uncompressed, codec none: the rule
+        # both twins share with librdkafka's writer. Anything else is a wrong codec.
+        assert meta["compression"] == CompressionType.NONE and codec != CompressionType.NONE
+        section = encoded[RECORDS_OFFSET:]
+        assert len(compress(codec, section)) >= len(section) - SLACK_BETWEEN_CODEC_BUILDS
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())

@@ -10,6 +10,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +221,31 @@ def test_streaming_options_are_checked_before_anything_is_published(
         for key, value in options.items():
             writer = writer.option(key, value)
         assert message in failure_of(writer)
+
+
+def test_a_query_started_on_a_thread_of_its_own_finds_the_format(
+    spark: SparkSession,  # noqa: F811
+    bootstrap: str,
+    tmp_path: Path,
+) -> None:
+    """A streaming query started on a thread where the session was not active failed with DATA_SOURCE_NOT_FOUND
+    though register() had run: Spark looks a Python data source up in the active session of the starting thread."""
+    frame = spark.readStream.format("rate").load().selectExpr("cast(value as string) as value")
+
+    def register_and_start_here() -> str:
+        spark._jvm.org.apache.spark.sql.SparkSession.clearActiveSession()
+        register(spark)
+        writer = (
+            frame.writeStream.format("aioproducer")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        )
+        return failure_of(writer)
+
+    with ThreadPoolExecutor(max_workers=1) as elsewhere:
+        message = elsewhere.submit(register_and_start_here).result(timeout=300)
+    # The sink's own option check answered: the format was found and the query got as far as its options.
+    assert "topic option required when no 'topic' attribute is present" in message
 
 
 def failure_of(writer: Any) -> str:

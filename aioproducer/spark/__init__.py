@@ -25,7 +25,8 @@ __all__ = [
 
 def register(spark: object) -> None:
     """Make `df.write.format("aioproducer")` and `df.writeStream.format("aioproducer")` available in this
-    SparkSession (Spark 4's Python Data Source API)."""
+    SparkSession (Spark 4's Python Data Source API). `spark` becomes the active session of the calling thread, the
+    one Spark looks the format up in: call it on the thread that starts the query."""
     from aioproducer.spark.datasource import register as register_data_source
 
     register_data_source(spark)

@@ -158,5 +158,13 @@ def _refuse_overwrite(overwrite: bool) -> None:
 
 
 def register(spark: Any) -> None:
-    """Register `KafkaDataSource` with `spark` under the format name "aioproducer"."""
+    """Register `KafkaDataSource` with `spark` under the format name "aioproducer", and make `spark` the active
+    session of the calling thread."""
     spark.dataSource.register(KafkaDataSource)
+    # Spark finds a Python data source through the *active* session of the thread that starts the query
+    # (DataSource.lookupDataSource asks SparkSession.getActiveSession, a JVM thread-local), not through the
+    # session the writer came from: a query started on a thread that never made this session active failed with
+    # DATA_SOURCE_NOT_FOUND. PySpark pins each Python thread to a JVM thread, so this covers the caller's thread.
+    session_in_jvm = getattr(spark, "_jsparkSession", None)  # absent on Spark Connect, which resolves by session
+    if session_in_jvm is not None:
+        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(session_in_jvm)
