@@ -35,6 +35,9 @@ cdef inline bint _atomic(object item) noexcept:
 
 def new_producer_record(cls, topic, value=None, *, key=None, headers=None, partition=None, timestamp_ms=None):
     """Twin of `ProducerRecord.__new__`."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple)):
+        # Only a tuple type has room for the six fields: anything else gets tuple.__new__'s own TypeError.
+        return tuple.__new__(cls, (topic, value, key, headers, partition, timestamp_ms))
     cdef object record = PyType_GenericAlloc(<PyTypeObject*>cls, 6)
     _put(record, 0, topic)
     _put(record, 1, value)

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -27,10 +28,12 @@ from .errors import (
     InvalidRecordError,
     InvalidTableError,
     KafkaTimeoutError,
+    MetadataTimeoutError,
     ProducerClosedError,
     TransactionFatalError,
     TransactionStateError,
     TransportError,
+    UnknownPartitionError,
     WouldBlockError,
 )
 from .health import Health, health_of
@@ -115,6 +118,10 @@ class Producer(TransactionalMethods):
         # Resolved once: without record hooks the record path only checks that this is None.
         self._record_hooks = RecordHooks(self._observer.hooks) if self._observer.hooks.wants_records else None
         self._txn: TransactionManager | None = None  # set by start() when transactional_id is given
+        # send_table calls buffer their rows one call after another, in the order they were made: the rows of two
+        # calls never interleave, so a partition receives a caller's tables in the order it sent them (a Spark
+        # task's chunks, several calls in flight).
+        self._table_turn = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"<Producer {self._state} bootstrap={','.join(self.config.bootstrap_servers)}>"
@@ -155,6 +162,7 @@ class Producer(TransactionalMethods):
             self._txn = self._new_transaction_manager(idempotence)
         self._appender = self._new_appender()
         self._table_appender = self._new_table_appender()
+        self._row_appender = self._new_appender(serialize=False)  # send_table's rows as records (record hooks)
         self._task = self._loop.create_task(self._sender.run(), name="aioproducer-sender")
         self._task.add_done_callback(self._on_sender_exit)
         self._state = _RUNNING
@@ -195,17 +203,21 @@ class Producer(TransactionalMethods):
         sender.on_batch_done = on_batch_done
         return manager
 
-    def _new_appender(self) -> Appender:
+    def _new_appender(self, *, serialize: bool = True) -> Appender:
+        """The record appender; with `serialize=False`, one that takes keys and values as bytes whatever the
+        producer's serializers (for send_table's rows, which hold the records' bytes already)."""
         cfg = self.config
+        key_serializer = cfg.key_serializer if serialize else None
+        value_serializer = cfg.value_serializer if serialize else None
         return Appender(
             accumulator=self._accumulator,
             pool=self._accumulator.pool,
             cluster_state=self._cluster.state,
             partitioner=self._partitioner,
-            key_serializer=resolve_serializer(cfg.key_serializer, role="key"),
-            value_serializer=resolve_serializer(cfg.value_serializer),
-            plain_bytes_keys=cfg.key_serializer in (None, "bytes"),
-            plain_bytes_values=cfg.value_serializer in (None, "bytes"),
+            key_serializer=resolve_serializer(key_serializer, role="key"),
+            value_serializer=resolve_serializer(value_serializer),
+            plain_bytes_keys=key_serializer in (None, "bytes"),
+            plain_bytes_values=value_serializer in (None, "bytes"),
             max_record_bytes=min(cfg.max_request_size - BATCH_HEADER_SIZE, cfg.buffer_memory - RECORD_MEMORY_OVERHEAD),
             size_limit_message=(
                 f"larger than max_request_size={cfg.max_request_size} / buffer_memory={cfg.buffer_memory}"
@@ -425,6 +437,15 @@ class Producer(TransactionalMethods):
         Any other error is `enqueue`'s. A producer with an async serializer cannot buffer without awaiting it:
         every call raises WouldBlockError.
         """
+        # Refusals that do not depend on the record come before the record hooks see it: a record shown to them is
+        # acknowledged to them once (the OpenTelemetry hook opens a span it closes then), and the caller sends this
+        # one again with enqueue.
+        serializer = self._record_serializer
+        if self._state == _RUNNING:
+            if self._appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
+                raise WouldBlockError("the producer must let the event loop run first: await enqueue(...)")
+            if serializer is not None and serializer.is_async:
+                raise WouldBlockError("an async serializer must be awaited: await enqueue(...)")
         hooks = self._record_hooks
         if hooks is not None:
             record = hooks.buffering(topic, value, key, headers, partition, timestamp_ms)
@@ -432,23 +453,17 @@ class Producer(TransactionalMethods):
         try:
             if self._state != _RUNNING:
                 raise self._closed_error()
-            appender = self._appender
-            if appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
-                raise WouldBlockError("the producer must let the event loop run first: await enqueue(...)")
-            serializer = self._record_serializer
             if serializer is not None:
-                if serializer.is_async:
-                    raise WouldBlockError("an async serializer must be awaited: await enqueue(...)")
                 key, value, headers = serializer.apply(topic, key, value, headers)
             if self._txn is not None:
                 self._txn.check_send()
-            delivery = appender.append_now(topic, value, key, headers, partition, timestamp_ms)
+            delivery = self._appender.append_now(topic, value, key, headers, partition, timestamp_ms)
             if type(delivery) is PreparedRecord:
                 raise WouldBlockError(
                     f"topic {topic!r} has no metadata yet, or buffer memory is short: await enqueue(...)"
                 )
         except BaseException as exc:
-            if hooks is not None and type(exc) is not WouldBlockError:
+            if hooks is not None:  # WouldBlockError included (Java's onSendError for a send that could not buffer)
                 hooks.refused(record, exc)
             raise
         if hooks is not None:
@@ -468,7 +483,10 @@ class Producer(TransactionalMethods):
             )
         return await self._send_many(records)
 
-    async def _send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
+    async def _send_many(
+        self, records: Iterable[ProducerRecord], appender: Appender | None = None
+    ) -> list[RecordMetadata | BaseException]:
+        """send_many's work; with `appender` (the bytes-only one of send_table's rows) the serializers do not apply."""
         if self._state != _RUNNING:
             raise self._closed_error()
         if self._txn is not None:
@@ -480,9 +498,10 @@ class Producer(TransactionalMethods):
                 f"send_many takes an iterable of ProducerRecords, got {type(records).__name__}"
             ) from None
         refused = None
-        if self._record_serializer is not None:
-            batch, refused = await self._record_serializer.apply_many(batch)
-        appender = self._appender
+        if appender is None:
+            appender = self._appender
+            if self._record_serializer is not None:
+                batch, refused = await self._record_serializer.apply_many(batch)
         bulk = BulkDeliveries()
         index = 0
         while index < len(batch):
@@ -503,7 +522,7 @@ class Producer(TransactionalMethods):
             index, prepared = appender.append_many(batch, index, int(time.time() * 1000), bulk, _YIELD_AFTER_BYTES)
             if prepared is not None:
                 try:
-                    bulk.add(await self._append_after_waiting(prepared))
+                    bulk.add(await self._append_after_waiting(prepared, appender))
                 except AioProducerError as exc:
                     bulk.add(exc)
             elif appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
@@ -551,6 +570,10 @@ class Producer(TransactionalMethods):
         Cancelling stops reading the table (rows already buffered are still delivered); once the producer starts
         closing, rows not yet buffered fail with ProducerClosedError and the table is read no further. With record
         hooks (or OpenTelemetry's) every row is shown to them, as a ProducerRecord: that path is send_many's.
+
+        Calls made without awaiting each other buffer their rows in turn, in the order they were made (a partition
+        receives them in that order). Once a wait for a topic's metadata (or a partition it lacks) failed after
+        `max_block_ms`, the call's later rows needing the same fail at once.
         """
         if self._state != _RUNNING:
             raise self._closed_error()
@@ -565,13 +588,27 @@ class Producer(TransactionalMethods):
         reader = ArrowReader(
             data, key=key, value=value, topic=topic_column, partition=partition, timestamp=timestamp, headers=headers
         )
-        if self._record_hooks is not None:
-            return await send_table_as_records(reader, topic, self.send_many, offsets)
-        return await self._send_table(reader, topic, offsets)
+        hooks = self._record_hooks
+        if hooks is not None:
+            # Each row is shown to the hooks as a record: send_many's path, the serializers left out (the columns
+            # hold the records' bytes). The whole call takes its turn: send_many waits for each chunk's records.
+            async def send_rows(records: list[ProducerRecord]) -> list[RecordMetadata | BaseException]:
+                return await hooks.around_send_many(records, partial(self._send_many, appender=self._row_appender))
 
-    async def _send_table(self, reader: ArrowReader, topic: str | None, offsets: bool) -> TableReport:
-        appender = self._table_appender
+            async with self._table_turn:
+                return await send_table_as_records(reader, topic, send_rows, offsets)
         deliveries = TableDeliveries(offsets)
+        async with self._table_turn:  # the rows are buffered in turn; their delivery is waited for together
+            rows = await self._buffer_table(reader, topic, deliveries)
+        return await self._table_report(deliveries, rows)
+
+    async def _buffer_table(self, reader: ArrowReader, topic: str | None, deliveries: TableDeliveries) -> int:
+        """Buffer (or refuse) every row of the table into `deliveries`; the number of rows read."""
+        appender = self._table_appender
+        # Topics whose metadata did not come within max_block_ms in this call: topic -> (the lowest partition it
+        # lacked, or -1 when the topic itself is missing, and the error). Their later rows fail at once: waiting
+        # max_block_ms again for each would hold a table of such rows for hours.
+        missing: dict[str, tuple[int, AioProducerError]] = {}
         rows = 0
         with reader:
             for columns in reader:
@@ -581,7 +618,7 @@ class Producer(TransactionalMethods):
                     if stop is not None:  # closing, or the transaction ended: this batch's rest fails, no more is read
                         for row in range(start, columns.num_rows):
                             deliveries.refuse(rows + row, stop)
-                        return await self._table_report(deliveries, rows + columns.num_rows)
+                        return rows + columns.num_rows
                     wait = appender.append_rows(
                         columns, start, rows, topic, int(time.time() * 1000), deliveries, _YIELD_AFTER_BYTES, waited
                     )
@@ -592,14 +629,27 @@ class Producer(TransactionalMethods):
                         appender.unyielded_bytes = 0
                         await asyncio.sleep(0)
                         continue
+                    known = missing.get(wait.topic) if not wait.memory else None
+                    if known is not None:
+                        error = _still_missing(wait.topic, wait.partition, *known)
+                        if error is not None:
+                            deliveries.refuse(rows + start, error)
+                            start += 1
+                            continue
                     try:
                         await self._wait_to_append(wait.topic, wait.partition, wait.memory)
                         waited = True
                     except AioProducerError as exc:  # metadata or memory did not come within max_block_ms
                         deliveries.refuse(rows + start, exc)
                         start += 1
+                        if not wait.memory and isinstance(exc, (MetadataTimeoutError, UnknownPartitionError)):
+                            lacked = (
+                                -1 if wait.partition is None or type(exc) is MetadataTimeoutError else wait.partition
+                            )
+                            if known is None or 0 <= lacked < known[0]:
+                                missing[wait.topic] = (lacked, exc)
                 rows += columns.num_rows
-        return await self._table_report(deliveries, rows)
+        return rows
 
     async def _table_report(self, deliveries: TableDeliveries, rows: int) -> TableReport:
         # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
@@ -640,7 +690,7 @@ class Producer(TransactionalMethods):
         """
         return await wait_all(deliveries)
 
-    async def _append_after_waiting(self, prepared: PreparedRecord) -> Delivery:
+    async def _append_after_waiting(self, prepared: PreparedRecord, appender: Appender | None = None) -> Delivery:
         """The slow path: wait for metadata and memory (together bounded by `max_block_ms`), then append."""
         if self._state != _RUNNING:
             raise self._closed_error()
@@ -656,7 +706,7 @@ class Producer(TransactionalMethods):
             raise self._closed_error()
         if self._txn is not None:
             self._txn.check_send()
-        return self._appender.place(prepared, info)
+        return (appender or self._appender).place(prepared, info)
 
     # -- flushing -----------------------------------------------------------------------------------------------
     async def flush(self, timeout: float | None = None) -> None:
@@ -782,6 +832,19 @@ class Producer(TransactionalMethods):
                 f"the producer's sender failed ({self._sender_error!r}): no more records can be sent"
             )
         return ProducerClosedError(f"the producer is {self._state}: no more records can be sent")
+
+
+def _still_missing(topic: str, partition: int | None, lacked: int, error: AioProducerError) -> AioProducerError | None:
+    """What a row waiting for `topic`'s metadata fails with at once, when this call already waited max_block_ms in vain
+    for the topic (`lacked` -1) or for its partition `lacked` (the row names that one or a higher one); else None."""
+    if lacked < 0 or partition == lacked:
+        return error
+    if partition is not None and partition > lacked:
+        return UnknownPartitionError(
+            f"partition {partition} of topic {topic!r} is not in its metadata: partition {lacked} was not there "
+            "after max_block_ms earlier in this send_table call"
+        )
+    return None
 
 
 def _resolve_partitioner(cfg: ProducerConfig) -> Partitioner:

@@ -38,7 +38,14 @@ async def send_table_as_records(
                         records.append(_record(columns, row, topic))
                     except AioProducerError as exc:
                         refused[row - start] = exc
-                sent = iter(await send_many(records))
+                try:
+                    sent = iter(await send_many(records))
+                except AioProducerError as exc:
+                    # Raised before any record was buffered: the producer is closing, or the transaction ended. As
+                    # on the columnar path, this batch's rows not sent fail with it and the table is read no further.
+                    results.extend(refused.get(n, exc) for n in range(stop - start))
+                    results.extend(exc for _ in range(stop, columns.num_rows))
+                    return _report(results, offsets)
                 results.extend(refused[n] if n in refused else next(sent) for n in range(stop - start))
     return _report(results, offsets)
 

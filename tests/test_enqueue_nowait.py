@@ -91,9 +91,13 @@ async def test_an_async_serializer_always_sends_the_caller_to_enqueue(tansu_boot
         assert (await producer.send(f"nowait-async-{twin}", 7)).offset >= 0
 
 
-async def test_record_hooks_see_buffered_and_refused_records_but_not_would_block(
+async def test_record_hooks_acknowledge_every_record_they_saw_a_would_block_one_with_its_error(
     tansu_bootstrap: str, twin: str
 ) -> None:
+    """Bug: a record shown to the hooks and then refused with WouldBlockError was never acknowledged to them (the
+    OpenTelemetry hook kept its span open until the producer closed). A refusal that does not depend on the record
+    (the event loop must run, an async serializer) now comes before the hooks; one that does (metadata, memory) is
+    acknowledged with the WouldBlockError, as Java's onSendError acknowledges a send that could not buffer."""
     seen: list[tuple[str, Any]] = []
 
     class Hook:
@@ -112,7 +116,44 @@ async def test_record_hooks_see_buffered_and_refused_records_but_not_would_block
             producer.enqueue_nowait("bad topic!", b"bad")
     assert ("acknowledged", "second") in [(k, v if isinstance(v, str) else v.decode()) for k, v in seen]
     assert ("acknowledged", "InvalidRecordError") in seen
-    assert ("acknowledged", "WouldBlockError") not in seen  # not refused: the caller goes on with enqueue
+    assert seen[:2] == [("buffered", b"early"), ("acknowledged", "WouldBlockError")]  # no metadata yet: refused
+    assert [k for k, _ in seen].count("buffered") == [k for k, _ in seen].count("acknowledged") == 4
+
+
+async def test_the_idiom_leaves_no_span_open_and_yields_without_showing_the_record_to_the_hooks(
+    tansu_bootstrap: str, twin: str
+) -> None:
+    """Bug: every WouldBlockError of the idiom (one per 64 KiB buffered) had shown its record to the OpenTelemetry
+    hook, which opened a span and kept it until the producer closed: the spans piled up in a long-lived producer
+    and ended at close as sends of records that had been sent under another span."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from aioproducer.contrib.opentelemetry import OpenTelemetryHook
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    hook = OpenTelemetryHook(tracer_provider=provider, meter_provider=MeterProvider())
+    topic = f"nowait-otel-{twin}"
+    refused = 0
+    async with Producer(tansu_bootstrap, hooks=[hook]) as producer:
+        await producer.send(topic, b"metadata first")  # from here on, only the event loop's turn refuses
+        deliveries = []
+        for _ in range(5000):
+            try:
+                deliveries.append(producer.enqueue_nowait(topic, b"x" * 100))
+            except WouldBlockError:
+                refused += 1
+                deliveries.append(await producer.enqueue(topic, b"x" * 100))
+        assert all(isinstance(r, RecordMetadata) for r in await producer.wait(deliveries))
+        await asyncio.sleep(0)  # the last batch's acknowledgements
+        finished_before_close = len(exporter.get_finished_spans())
+    assert refused >= 5
+    assert finished_before_close == len(exporter.get_finished_spans()) == 5001  # one span per record sent
+    assert all(span.status.is_ok for span in exporter.get_finished_spans())
 
 
 async def test_the_mock_producer_takes_it_too() -> None:

@@ -80,3 +80,15 @@ def test_records_of_plain_fields_are_untracked_and_records_that_could_hold_a_cyc
     del value
     gc.collect()
     assert watched() is None
+
+
+@pytest.mark.parametrize("cls", [list, dict, object, 5])
+def test_the_constructor_called_for_a_type_that_is_no_tuple_raises_as_tuple_new_does(cls: object) -> None:
+    """Bug: the compiled constructor allocated whatever `cls` it was given as a six-item tuple, so
+    `ProducerRecord.__new__(list, "t")` wrote past a list's memory and crashed the interpreter; both twins now raise
+    tuple.__new__'s TypeError."""
+    with pytest.raises(TypeError) as raised:
+        ProducerRecord.__new__(cls, "t")  # type: ignore[arg-type]
+    with pytest.raises(TypeError) as expected:
+        tuple.__new__(cls, ("t", None, None, None, None, None))  # type: ignore[type-var]
+    assert str(raised.value) == str(expected.value)

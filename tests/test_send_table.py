@@ -252,6 +252,107 @@ async def test_record_hooks_see_every_row(tansu_bootstrap: str, twin: str) -> No
     assert [r.value for r in await stored(tansu_bootstrap, topics[0])] == [b"A"]
 
 
+async def test_with_record_hooks_the_rows_bytes_go_as_they_are_whatever_the_serializers(
+    tansu_bootstrap: str, twin: str
+) -> None:
+    """Bug: with a record hook, send_table's rows went through send_many and so through the producer's serializers,
+    made for Python values: with key_serializer="str" every row failed ("key must be str ..., got bytes"), and a
+    serializer taking any object would have sent other bytes than the columns hold. Without hooks the columns' bytes
+    went as they are; now they do on both paths."""
+    topic = f"table-hooks-serializers-{twin}"
+
+    class Hook:
+        def on_record_buffered(self, record: ProducerRecord) -> ProducerRecord:
+            return record
+
+    table = pa.table({"k": ["a", "b"], "v": [b'{"n": 1}', b"\xff not json"], "p": pa.array([0, 0], pa.int8())})
+    settings: dict[str, Any] = {"key_serializer": "str", "value_serializer": "json"}
+    async with Producer(tansu_bootstrap, hooks=[Hook()], **settings) as producer:
+        report = await producer.send_table(table, topic=topic, key="k", value="v", partition="p")
+        assert (await producer.send(topic, {"n": 2}, key="c", partition=0)).offset == 2  # send still serializes
+    assert report.ok and report.delivered == 2
+    assert [(r.key, r.value) for r in sorted(await stored(tansu_bootstrap, topic), key=lambda r: r.offset)] == [
+        (b"a", b'{"n": 1}'),
+        (b"b", b"\xff not json"),
+        (b"c", b'{"n":2}'),
+    ]
+
+
+async def test_with_record_hooks_closing_mid_table_reports_the_rows_rather_than_raising(
+    tansu_bootstrap: str, twin: str
+) -> None:
+    """Bug: with a record hook, a producer starting to close while send_table was reading its table made the call
+    raise ProducerClosedError, the report of the rows already delivered lost; the columnar path reports them and
+    fails the rest of the batch being read, and now so does this one."""
+    topic = f"table-hooks-close-{twin}"
+    schema = pa.schema([("value", pa.binary())])
+    chunk = pa.record_batch([pa.array([b"x" * 100] * 20_000)], schema=schema)
+    read = 0
+    started = asyncio.Event()
+
+    def batches() -> Any:
+        nonlocal read
+        for _ in range(50):
+            read += 1
+            if read == 2:
+                started.set()
+            yield chunk
+
+    class Hook:
+        def on_record_buffered(self, record: ProducerRecord) -> ProducerRecord:
+            return record
+
+    producer = Producer(tansu_bootstrap, buffer_memory=512 * 1024, hooks=[Hook()])
+    await producer.start()
+    sending = asyncio.ensure_future(
+        producer.send_table(pa.RecordBatchReader.from_batches(schema, batches()), topic=topic, value="value")
+    )
+    await asyncio.wait_for(started.wait(), 30)
+    await producer.close()
+    report = await asyncio.wait_for(sending, 30)
+    assert report.delivered + report.failed == report.rows == read * 20_000 < 50 * 20_000
+    assert report.delivered >= 20_000 and report.failed
+    assert {type(f.error) for f in report.failures} <= {ProducerClosedError}
+
+
+async def test_a_partition_that_never_comes_is_waited_for_once_per_call(tansu_bootstrap: str, twin: str) -> None:
+    """Bug: every row naming a partition the topic lacks waited max_block_ms for it, one after another: 40 such rows
+    took 40 x max_block_ms, and a large table (or a Spark partition) with a wrong partition column hung for hours.
+    Once a wait for a topic's metadata failed in a call, the call's later rows needing it fail at once."""
+    topic = f"table-beyond-{twin}"
+    partitions = [7] * 20 + [1] + [9] * 20 + [0]
+    table = pa.table({"v": [b"%d" % i for i in range(len(partitions))], "p": pa.array(partitions, pa.int32())})
+    async with Producer(tansu_bootstrap, max_block_ms=250) as producer:
+        await producer.send(topic, b"create")  # Tansu creates a topic with 4 partitions on first use
+        started = asyncio.get_running_loop().time()
+        report = await producer.send_table(table, topic=topic, value="v", partition="p")
+        elapsed = asyncio.get_running_loop().time() - started
+    assert (report.rows, report.delivered, report.failed) == (42, 2, 40)
+    failed = failures_of(report)
+    assert sorted(row for rows in failed.values() for row in rows) == list(range(20)) + list(range(21, 41))
+    assert all(message.startswith("UnknownPartitionError") for message in failed)
+    assert elapsed < 10 * 0.25  # one wait of max_block_ms, not one per row (40 x 0.25 s before)
+
+
+async def test_concurrent_calls_buffer_one_after_another_so_a_partition_keeps_call_order(
+    tansu_bootstrap: str, twin: str
+) -> None:
+    """Bug: send_table calls made one after another without awaiting each (as a Spark task sends its chunks, several
+    in flight) interleaved their rows every 64 KiB: a partition received a later chunk's rows before an earlier
+    chunk's, so a key's newer value could land before its older one. Calls now buffer in the order they were made."""
+    topic = f"table-order-{twin}"
+    tables = [pa.table({"v": [b"%06d" % (n * 3000 + i) + b"x" * 100 for i in range(3000)]}) for n in range(4)]
+    async with Producer(tansu_bootstrap) as producer:
+        calls = [asyncio.ensure_future(producer.send_table(t, topic=topic, value="v")) for t in tables]
+        reports = await asyncio.gather(*calls)
+    assert all(report.ok for report in reports)
+    records = sorted(await stored(tansu_bootstrap, topic), key=lambda r: (r.partition, r.offset))
+    assert sorted(r.value for r in records) == [v for t in tables for v in t["v"].to_pylist()]
+    for partition in {r.partition for r in records}:
+        values = [r.value for r in records if r.partition == partition]
+        assert values == sorted(values)  # each partition in call order, then row order
+
+
 async def test_a_batch_kafka_refuses_as_too_large_is_split_and_each_row_settles_once(
     kafka_cluster: KafkaCluster, twin: str
 ) -> None:

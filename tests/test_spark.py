@@ -423,6 +423,28 @@ def test_a_task_outside_spark_publishes_its_batches_and_counts_them(
     assert run_task([], plan).delivered == 0  # an empty partition opens no producer
 
 
+@pytest.mark.parametrize("delivery", ["at_least_once", "transactional"])
+def test_a_task_keeps_its_rows_in_order_within_each_kafka_partition(
+    bootstrap: str, topic_factory: Callable[..., str], read_back_records: ReadBack, delivery: str
+) -> None:
+    """Bug: a task sends its chunks with several send_table calls in flight, and their rows interleaved every 64 KiB:
+    a Kafka partition got a later chunk's rows before an earlier chunk's (a key's newer value before its older one),
+    where Spark's own Kafka sink keeps a task's rows in order."""
+    topic = topic_factory(2)
+    values = [b"%06d" % i + b"x" * 100 for i in range(20_000)]
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(values), pa.array([i % 2 for i in range(len(values))], pa.int32())], ["value", "partition"]
+    )
+    prefix = f"order-{topic}" if delivery == "transactional" else None
+    plan = TaskPlan({"bootstrap.servers": bootstrap}, topic, chunk_rows=2_000, transactional_id_prefix=prefix)
+    report = run_task([batch], plan)
+    assert (report.delivered, report.failed) == (len(values), 0)
+    records = read_back_records(topic)
+    for partition in (0, 1):
+        stored = [r.value for r in sorted(records, key=lambda r: r.offset) if r.partition == partition]
+        assert stored == values[partition::2]
+
+
 def test_the_tally_and_the_merged_report() -> None:
     tally = TaskTally(spark_partition=3, max_errors=1)
     bad = RowFailures(ValueError("bad"), Int64Array([1], name="row"))

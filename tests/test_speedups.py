@@ -7,6 +7,9 @@ import gc
 import json
 import os
 import random
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -294,6 +297,48 @@ def test_shutdown_finishes_what_was_submitted_and_a_dropped_pipeline_frees_its_w
             dropped.submit(pending, 1, 0, 0, False)
         del dropped
         gc.collect()
+
+
+def test_a_pipeline_collected_in_a_reference_cycle_waits_for_its_worker_before_freeing_its_buffers() -> None:
+    """Bug: a producer dropped unclosed sits in reference cycles; when the cyclic collector took it while a batch was
+    on the worker, clearing the pipeline's queue freed that batch's output (and builder) under the worker, which
+    went on writing into unmapped memory: the interpreter crashed. Run in a child process: a crash is its exit."""
+    code = textwrap.dedent(
+        """
+        import gc, random
+        from aioproducer._batch import ProducerBatch
+        from aioproducer.compression import CompressionType
+        from aioproducer.records._builder import BatchBuilder
+        from aioproducer.records._pipeline import BatchPipeline
+
+        pipeline = BatchPipeline(CompressionType.GZIP, 9)
+        builder = BatchBuilder(compression=CompressionType.GZIP, compression_level=9, size_limit=1 << 40)
+        value = random.Random(1).randbytes(1 << 20).translate(bytes(range(16)) * 16)  # slow to deflate at level 9
+        for _ in range(24):
+            builder.try_append(0, None, value)
+        batch = ProducerBatch(("t", 0), builder, 0, pipeline)  # a cycle: pipeline -> its queue -> batch -> pipeline
+        assert pipeline.submit(batch, 1, 0, 0, False) is None
+        del batch, builder, pipeline
+        gc.collect()
+        print("collected")
+        """
+    )
+    finished = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (finished.returncode, finished.stdout.strip()) == (0, "collected"), finished.stderr[-2000:]
+
+
+def test_a_stopped_pipeline_takes_batches_again() -> None:
+    """Bug: after `shutdown`, the next submit started a worker that ended once that batch was done; the batch after
+    it waited on a worker that was gone, for ever."""
+    pipeline = compiled_pipeline.BatchPipeline(CompressionType.GZIP, None)
+    pipeline.shutdown()
+    batches = [filled_batch(CompressionType.GZIP, records_of(random.Random(i), 50)) for i in range(3)]
+    done: list[tuple[Any, Any]] = []
+    for submitted in batches:
+        assert pipeline.submit(submitted, 1, 0, 0, False) is None
+        done += wait_completed(pipeline, 1)  # each one finished before the next is submitted
+    pipeline.shutdown()
+    assert [finished for finished, _ in done] == batches
 
 
 def test_an_empty_batch_is_refused() -> None:

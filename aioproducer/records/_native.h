@@ -450,6 +450,11 @@ static void apn_worker_stop(apn_worker *w) {
     w->started = 0;
     pthread_mutex_unlock(&w->lock);
     if (started) pthread_join(w->thread, NULL);
+    /* Stopped: a job submitted later starts a new thread, which runs until the next stop (left set, `stopping`
+     * would let that thread end as soon as its first job is done, and the next job would wait for ever). */
+    pthread_mutex_lock(&w->lock);
+    w->stopping = 0;
+    pthread_mutex_unlock(&w->lock);
 }
 
 static void apn_worker_destroy(apn_worker *w) {

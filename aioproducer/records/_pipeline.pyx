@@ -13,7 +13,7 @@ from collections import deque
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_XDECREF
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 
 from aioproducer._batch cimport ProducerBatch
@@ -83,10 +83,15 @@ def native_codecs():
 
 @cython.no_gc_clear  # the worker may still read its buffers: only dropping the last reference frees them
 cdef class _Job:
-    """One batch on the worker: keeps its builder (whose buffer the worker reads) and its output alive."""
+    """One batch on the worker: keeps its builder (whose buffer the worker reads) and its output alive.
+
+    While the worker holds it, the pipeline owns one more reference to it, which the cyclic collector cannot see: a
+    producer dropped unclosed, in a reference cycle, is collected without freeing the buffers the worker is still
+    reading and writing (its collection clears the pipeline's queue; the pipeline's own deallocation then waits for
+    the worker before letting go). So a job refers to nothing that could lead back into such a cycle: its batch
+    waits beside it in the pipeline's queue."""
 
     cdef apn_job job
-    cdef object batch
     cdef BatchBuilder builder
     cdef PyObject* out  # the encoded batch, a bytes object only this job refers to until it is done
 
@@ -105,7 +110,7 @@ cdef class BatchPipeline:
     cdef object _compression
     cdef int _codec
     cdef int _level
-    cdef object _submitted  # deque of _Job, in submission order (the worker finishes them in that order)
+    cdef object _submitted  # deque of (_Job, batch), in submission order (the worker finishes them in that order)
     cdef readonly bint off_loop
 
     def __cinit__(self):
@@ -125,9 +130,17 @@ cdef class BatchPipeline:
             self._worker_ready = True
 
     def __dealloc__(self):
+        cdef apn_job* job
+        cdef apn_job* following
         if self._worker_ready:
             with nogil:
                 apn_worker_stop(&self._worker)
+            # The worker is gone: the references it held to the jobs it was given and that were not taken back go.
+            job = apn_worker_take_done(&self._worker)
+            while job != NULL:
+                following = job.next
+                Py_DECREF(<object>job.owner)
+                job = following
             apn_worker_destroy(&self._worker)
         if self._read_fd >= 0:
             os.close(self._read_fd)
@@ -157,7 +170,6 @@ cdef class BatchPipeline:
         entry.out = new_bytes(NULL, capacity)
         if entry.out == NULL:
             raise MemoryError()
-        entry.batch = batch
         entry.builder = builder
         entry.job.records = builder._buf
         entry.job.records_len = builder._len
@@ -177,10 +189,12 @@ cdef class BatchPipeline:
         # The builder takes no more records and nothing else closes it while the worker reads its buffer.
         producer_batch.sealed = True
         producer_batch.compressing = True
+        Py_INCREF(entry)  # the worker's reference (see _Job), given back in completed() or __dealloc__
         if apn_worker_submit(&self._worker, &entry.job) != 0:
+            Py_DECREF(entry)
             producer_batch.compressing = False
             raise AioProducerError("cannot start the batch pipeline's worker thread")
-        self._submitted.append(entry)
+        self._submitted.append((entry, batch))
         return None
 
     def completed(self):
@@ -196,15 +210,15 @@ cdef class BatchPipeline:
         cdef apn_job* job = apn_worker_take_done(&self._worker)
         cdef _Job entry
         while job != NULL:
-            entry = self._submitted.popleft()
+            entry, batch = self._submitted.popleft()
             if <void*>entry != job.owner:
                 raise AioProducerError("the batch pipeline's worker returned batches out of order")
             job = job.next
-            finished.append(self._finish(entry))
+            Py_DECREF(entry)  # the worker's reference: `entry` holds one of its own here
+            finished.append(self._finish(entry, batch))
         return finished
 
-    cdef tuple _finish(self, _Job entry):
-        cdef ProducerBatch batch = <ProducerBatch>entry.batch
+    cdef tuple _finish(self, _Job entry, ProducerBatch batch):
         batch.compressing = False
         if entry.job.status != 0:
             return batch, AioProducerError(f"{self._compression.name.lower()} compression failed")
