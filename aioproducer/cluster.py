@@ -30,7 +30,6 @@ from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
 from .node_states import NodeStates, idle_expiry
 from .observer import Observer, new_observer
 from .protocol import ApiKey, FinalizedFeatures
-from .security.sasl import SaslCredentials
 from .security.tls import client_context
 
 __all__ = ["Cluster", "parse_address"]
@@ -378,7 +377,7 @@ class Cluster:
             request_timeout_ms=self._config.request_timeout_ms,
             connect_timeout_ms=self._nodes.setup_timeout_ms(node),
             ssl_context=client_context(self._config),
-            sasl=SaslCredentials.from_config(self._config),
+            sasl=self._config.sasl_credentials,
         )
         conn.on_lost = self._on_connection_lost
         self.features = self.features.newest(conn.features)

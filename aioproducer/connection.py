@@ -14,7 +14,6 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import __version__
 from .errors import (
     AioProducerError,
     ConnectionClosedError,
@@ -36,6 +35,7 @@ from .protocol import (
 from .security.exchange import authenticate
 from .security.sasl import SaslCredentials
 from .security.tls import tls_failure
+from .version import __version__
 
 __all__ = ["BrokerConnection", "RequestTimedOutError"]
 

@@ -55,7 +55,17 @@ LAYERS = [
     ["protocol"],
 ]
 # `accelerated` is the switch each twinned module asks for its compiled twin.
-BASE = {"errors", "kafka_errors", "config", "config_values", "settings", "serializers", "accelerated", "__init__"}
+BASE = {
+    "errors",
+    "kafka_errors",
+    "version",
+    "config",
+    "config_values",
+    "settings",
+    "serializers",
+    "accelerated",
+    "__init__",
+}
 
 
 def imports_of(path: Path) -> set[str]:

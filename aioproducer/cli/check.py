@@ -29,7 +29,6 @@ from aioproducer.kafka_errors import kafka_error
 from aioproducer.metadata import ClusterMetadata
 from aioproducer.producer import Producer
 from aioproducer.protocol import ApiKey
-from aioproducer.security.sasl import SaslCredentials
 from aioproducer.security.tls import client_context, tls_failure
 
 __all__ = ["Step", "add_parser", "run"]
@@ -89,7 +88,7 @@ class _Checker:
     def _show(self, step: Step) -> None:
         self.steps.append(step)
         if not self.args.json:
-            self.display.check_step(step)
+            self.display.check_step(step.name, step.ok, step.detail, step.hint)
 
     async def connect(self, host: str, port: int, *, sasl: bool) -> BrokerConnection:
         return await BrokerConnection.open(
@@ -99,7 +98,7 @@ class _Checker:
             request_timeout_ms=self.timeout_ms,
             connect_timeout_ms=self.timeout_ms,
             ssl_context=client_context(self.cfg),
-            sasl=SaslCredentials.from_config(self.cfg) if sasl else None,
+            sasl=self.cfg.sasl_credentials if sasl else None,
         )
 
     # -- the bootstrap server, layer by layer -------------------------------------------------------------------

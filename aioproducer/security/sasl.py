@@ -11,12 +11,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from inspect import isawaitable
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from aioproducer.errors import AuthenticationError, ConfigError
-
-if TYPE_CHECKING:
-    from aioproducer.config import ProducerConfig
 
 __all__ = [
     "OAuthBearerClient",
@@ -178,18 +175,6 @@ class SaslCredentials:
     def __repr__(self) -> str:
         user = f", username={self.username!r}" if self.username is not None else ""
         return f"SaslCredentials({self.mechanism}{user}, ***)"
-
-    @classmethod
-    def from_config(cls, config: ProducerConfig) -> SaslCredentials | None:
-        """The credentials of a SASL_* config (validated by ProducerConfig), else None."""
-        if config.sasl_mechanism is None or not config.security_protocol.startswith("SASL_"):
-            return None
-        return cls(
-            config.sasl_mechanism,
-            config.sasl_plain_username,
-            config.sasl_plain_password,
-            config.sasl_oauth_token_provider,
-        )
 
     async def new_client(self) -> SaslClient:
         if self.mechanism == "OAUTHBEARER":
