@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .config import ProducerConfig
+from .config_values import split_address
 from .connection import BrokerConnection
 from .errors import (
     AioProducerError,
@@ -32,15 +33,9 @@ from .observer import Observer, new_observer
 from .protocol import ApiKey, FinalizedFeatures
 from .security.tls import client_context
 
-__all__ = ["Cluster", "parse_address"]
+__all__ = ["Cluster"]
 
 log = logging.getLogger("aioproducer.cluster")
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """'host:port' or '[v6]:port' → (host, port)."""
-    host, _, port = address.rpartition(":")
-    return host.strip("[]"), int(port)
 
 
 def monotonic_ms() -> int:
@@ -283,7 +278,7 @@ class Cluster:
                 last = self._bootstrap_failures.get(address, "a failed attempt")
                 errors.append(f"{last} (backing off: reconnect_backoff_ms)")
                 continue
-            host, port = parse_address(address)
+            host, port = split_address(address)
             try:
                 conn = await self._open(host, port, -1, node)
             except TransportError as exc:

@@ -21,8 +21,8 @@ from typing import Any
 from aioproducer.cli.diagnose import Context, diagnose
 from aioproducer.cli.display import Display
 from aioproducer.cli.options import add_connection_options, producer_settings
-from aioproducer.cluster import parse_address
 from aioproducer.config import ProducerConfig
+from aioproducer.config_values import split_address
 from aioproducer.connection import BrokerConnection
 from aioproducer.errors import AioProducerError, ConnectionFailedError
 from aioproducer.kafka_errors import kafka_error
@@ -104,7 +104,7 @@ class _Checker:
     # -- the bootstrap server, layer by layer -------------------------------------------------------------------
     async def bootstrap(self, address: str) -> BrokerConnection | None:
         """TCP, TLS, Kafka, SASL against one bootstrap address; the working connection, or None."""
-        host, port = parse_address(address)
+        host, port = split_address(address)
         started = time.perf_counter()
         try:
             _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), self.args.timeout)
