@@ -141,12 +141,12 @@ class Observer:
             )
 
     def _note_epoch(self, batch: Any) -> None:
-        """Count epoch bumps (KIP-360) from the producer state batches are stamped with: same id, newer epoch."""
+        """Count epoch bumps (KIP-360) from the producer state batches are stamped with: same id, newer epoch. Not
+        logged here: `aioproducer.idempotence`, where every identity change happens, logs each once."""
         producer_id, epoch = getattr(batch, "producer_id", -1), getattr(batch, "producer_epoch", -1)
         if (producer_id, epoch) != (self._producer_id, self._epoch) and producer_id >= 0:
             if producer_id == self._producer_id and epoch > self._epoch:
                 self.metrics.epoch_bump_total += 1
-                log.info("producer id %d: epoch bumped to %d", producer_id, epoch)
             self._producer_id, self._epoch = producer_id, epoch
 
     def _produce_done(
@@ -215,9 +215,10 @@ class Observer:
         self.hooks.transaction(event, detail)
 
     def producer_id_set(self, producer_id: int, epoch: int, bumped: bool) -> None:
+        """InitProducerId answered. Counted, not logged: `aioproducer.idempotence` logs the new identity (for the
+        transactional path too, which does not pass here), and one event gets one log line."""
         if bumped:
             self.metrics.epoch_bump_total += 1
-        log.info("producer id %d, epoch %d%s", producer_id, epoch, " (epoch bumped)" if bumped else "")
 
     # -- cluster events -----------------------------------------------------------------------------------------
     def connected(self, conn: Any) -> None:
