@@ -16,6 +16,7 @@ from typing import Any
 from .config import ProducerConfig
 from .config_values import split_address
 from .connection import BrokerConnection
+from .error_codes import ErrorCode
 from .errors import (
     AioProducerError,
     AuthenticationError,
@@ -26,7 +27,7 @@ from .errors import (
     TransportError,
     UnknownPartitionError,
 )
-from .kafka_errors import RebootstrapRequiredError, kafka_error
+from .kafka_errors import kafka_error
 from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
 from .node_states import NodeStates, idle_expiry
 from .observer import Observer, new_observer
@@ -223,10 +224,10 @@ class Cluster:
         ask the bootstrap servers again. Unlike Java we also close the connections to the brokers we knew: the
         same node id may now be another broker. Their requests fail as lost connections and are retried.
         """
-        code = response.get("error_code", 0)
-        if code == 0:
+        code = response.get("error_code", ErrorCode.NONE)
+        if code == ErrorCode.NONE:
             return
-        if code == RebootstrapRequiredError.code:
+        if code == ErrorCode.REBOOTSTRAP_REQUIRED:
             log.info("the cluster asked for a re-bootstrap; asking %s", ", ".join(self._config.bootstrap_servers))
             self.state.cluster = ClusterMetadata()
             stale = [*self._connections.values(), self._bootstrap_connection]

@@ -56,6 +56,7 @@ LAYERS = [
 ]
 # `accelerated` is the switch each twinned module asks for its compiled twin.
 BASE = {
+    "error_codes",
     "errors",
     "kafka_errors",
     "version",

@@ -11,10 +11,11 @@ from collections.abc import Callable
 import pytest
 
 from aioproducer import Producer
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import AioProducerError
 from aioproducer.testing import KafkaCluster, MockCluster
 
-PRODUCE, NOT_ENOUGH_REPLICAS = 0, 19
+PRODUCE, NOT_ENOUGH_REPLICAS = 0, ErrorCode.NOT_ENOUGH_REPLICAS
 
 
 async def wait_until(condition: Callable[[], bool], timeout_s: float = 60) -> None:

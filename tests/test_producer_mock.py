@@ -7,12 +7,13 @@ import asyncio
 import pytest
 
 from aioproducer import Producer, ProducerRecord, RecordMetadata
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import RecordTooLargeError
 from aioproducer.idempotence import IdempotenceState
 from aioproducer.protocol import ApiKey
 from aioproducer.testing import MockCluster, read_back
 
-MESSAGE_TOO_LARGE = 10
+MESSAGE_TOO_LARGE = ErrorCode.MESSAGE_TOO_LARGE
 
 
 async def test_produces_to_every_leader_of_a_three_broker_cluster(mock_cluster: MockCluster) -> None:

@@ -24,6 +24,7 @@ from aioproducer.cli.options import add_connection_options, producer_settings
 from aioproducer.config import ProducerConfig
 from aioproducer.config_values import split_address
 from aioproducer.connection import BrokerConnection
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import AioProducerError, ConnectionFailedError
 from aioproducer.kafka_errors import kafka_error
 from aioproducer.metadata import ClusterMetadata
@@ -34,8 +35,7 @@ from aioproducer.security.tls import client_context, tls_failure
 __all__ = ["Step", "add_parser", "run"]
 
 # Metadata answers these while a topic is being created (auto-creation): wait for it a little.
-_TOPIC_SETTLING = frozenset({5, 6})
-_UNKNOWN_TOPIC = 3
+_TOPIC_SETTLING = frozenset({ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER})
 _TOPIC_WAIT_S = 5.0
 _APIS_SHOWN = (ApiKey.PRODUCE, ApiKey.METADATA, ApiKey.INIT_PRODUCER_ID)
 
@@ -215,14 +215,17 @@ class _Checker:
                 return False
             cluster = ClusterMetadata.from_response(response)
             info = cluster.topics.get(topic)
-            code = cluster.topic_errors.get(topic, 0)
-            if info is not None and info.num_partitions and not code:
+            code = cluster.topic_errors.get(topic, ErrorCode.NONE)
+            if info is not None and info.num_partitions and code == ErrorCode.NONE:
                 leaders = ", ".join(f"{p.partition}→{p.leader}" for p in info.partitions)
                 self.passed(f"topic {topic}", f"{info.num_partitions} partitions (leaders {leaders})")
                 return True
-            if code not in _TOPIC_SETTLING and (code or time.monotonic() >= deadline):
+            if code not in _TOPIC_SETTLING and (code != ErrorCode.NONE or time.monotonic() >= deadline):
                 self.failed(
-                    f"topic {topic}", "topic", address, kafka_error(code or 3, f"topic {topic!r}: error {code}")
+                    f"topic {topic}",
+                    "topic",
+                    address,
+                    kafka_error(code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r}: error {code}"),
                 )
                 return False
             if time.monotonic() >= deadline:
