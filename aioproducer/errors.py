@@ -2,7 +2,8 @@
 
 Families: input and configuration errors (raised at the call), transport errors (a broker connection broke),
 protocol errors (bytes that do not decode), timeouts, and `KafkaError` — one subclass per Kafka error code
-(`aioproducer.error_codes.ErrorCode`), defined in `aioproducer.kafka_errors` from Kafka's own error table.
+(`aioproducer.error_codes.ErrorCode`), defined in `aioproducer.kafka_errors` from Kafka's own error table. Nothing
+else reaches a caller or a record's result: a failure of aioproducer's own code is an `InternalError`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ __all__ = [
     "ConnectionFailedError",
     "DeliveryTimeoutError",
     "FeatureNotAvailableError",
+    "InternalError",
     "InvalidOffsetsError",
     "InvalidRecordError",
     "InvalidTableError",
@@ -142,6 +144,11 @@ class WouldBlockError(AioProducerError):
 
 class DeliveryTimeoutError(KafkaTimeoutError):
     """A record was not acknowledged within `delivery_timeout_ms`."""
+
+
+class InternalError(AioProducerError):
+    """aioproducer's own code failed (a bug, logged with its traceback): `__cause__` is the exception it raised.
+    Please report it."""
 
 
 class KafkaError(AioProducerError):

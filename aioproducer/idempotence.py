@@ -75,7 +75,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .error_codes import ErrorCode
-from .errors import DeliveryTimeoutError
+from .errors import DeliveryTimeoutError, TransactionFatalError, TransactionRequiresAbortError
 from .kafka_errors import kafka_error
 
 __all__ = [
@@ -602,9 +602,11 @@ class IdempotenceState:
         message = "The client hasn't received acknowledgment for some previously sent messages and can no longer retry"
         if self.can_bump_epoch:
             self.epoch_bump_required = True
-            self.abortable_error = self.abortable_error or RuntimeError(message + " them: abort the transaction")
+            unresolved = TransactionRequiresAbortError(message + " them: abort the transaction")
+            self.abortable_error = self.abortable_error or unresolved
         else:
-            self.fatal_error = self.fatal_error or RuntimeError(message + " them: it isn't safe to continue")
+            # It becomes the failure of every record still buffered: a typed error saying the producer is done.
+            self.fatal_error = self.fatal_error or TransactionFatalError(message + " them: it isn't safe to continue")
 
     def _restart(self, stream: _Stream, tp: TopicPartition) -> None:
         """R9: renumber the tracked batches (all from the break on) from 0 under a newer identity."""

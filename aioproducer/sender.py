@@ -23,7 +23,7 @@ from .compression_pacing import CompressionPacer
 from .config import ProducerConfig
 from .connection import BrokerConnection
 from .error_codes import ErrorCode
-from .errors import AioProducerError, TransportError
+from .errors import AioProducerError, InternalError, TransportError
 from .idempotence import Action, Decision, IdempotenceState, wire_sequence
 from .kafka_errors import kafka_error
 from .observer import Observer
@@ -414,12 +414,14 @@ class Sender:
                 self._on_answer(batches, results, now)
         except Exception as exc:  # a bug here must not leave records unresolved forever
             log.exception("handling a Produce answer failed")
+            failure = InternalError(f"handling the broker's answer for these records failed: {exc!r}")
+            failure.__cause__ = exc
             for batch in batches:  # those not handled yet: not settled, not split, not back in their queue
                 self._on_wire.pop(batch, None)
                 handled = batch.outcome.done or not self._acc.is_incomplete(batch)
                 if not handled and not self._acc.is_queued(batch):
-                    self._idem.on_abandoned([batch], exc)  # best effort: its sequence bookkeeping is suspect
-                    self._settle_failure(batch, exc)
+                    self._idem.on_abandoned([batch], failure)  # best effort: its sequence bookkeeping is suspect
+                    self._settle_failure(batch, failure)
         finally:
             self.wake()
         if observed is not None:  # the observer reads the batches as this answer settled them

@@ -13,7 +13,7 @@ from inspect import isawaitable
 from types import MappingProxyType
 from typing import Any, Protocol, TypeAlias
 
-from aioproducer.errors import AuthenticationError, ConfigError
+from aioproducer.errors import AioProducerError, AuthenticationError, ConfigError
 
 __all__ = [
     "OAuthBearerClient",
@@ -188,8 +188,16 @@ class SaslCredentials:
     async def _token(self) -> str | OAuthBearerToken:
         if self.token_provider is None:
             raise ConfigError("SASL OAUTHBEARER needs sasl_oauth_token_provider")
-        pending: Any = self.token_provider()
-        if not isawaitable(pending):
-            raise ConfigError("sasl_oauth_token_provider must be an async function (it returned a non-awaitable)")
-        token: str | OAuthBearerToken = await pending
+        try:
+            pending: Any = self.token_provider()
+            if not isawaitable(pending):
+                raise ConfigError("sasl_oauth_token_provider must be an async function (it returned a non-awaitable)")
+            token: str | OAuthBearerToken = await pending
+        except AioProducerError:
+            raise
+        except Exception as exc:
+            # The user's exception stays the cause; its text is left out of ours, as it may hold a credential.
+            raise AuthenticationError(
+                f"sasl_oauth_token_provider raised {type(exc).__name__}: no OAUTHBEARER token"
+            ) from exc
         return token
