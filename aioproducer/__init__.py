@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from . import errors
 from .config import ProducerConfig
 from .delivery import Delivery
@@ -11,6 +9,7 @@ from .models import ProducerRecord, RecordMetadata
 from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner, TopicPartitions, murmur2
 from .producer import Producer
 from .settings import ProducerSettings
+from .version import __version__
 
 __all__ = [
     "DefaultPartitioner",

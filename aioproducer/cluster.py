@@ -14,7 +14,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .config import ProducerConfig
+from .config_values import split_address
 from .connection import BrokerConnection
+from .error_codes import ErrorCode
 from .errors import (
     AioProducerError,
     AuthenticationError,
@@ -25,23 +27,16 @@ from .errors import (
     TransportError,
     UnknownPartitionError,
 )
-from .kafka_errors import RebootstrapRequiredError, kafka_error
+from .kafka_errors import kafka_error
 from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
 from .node_states import NodeStates, idle_expiry
 from .observer import Observer, new_observer
 from .protocol import ApiKey, FinalizedFeatures
-from .security.sasl import SaslCredentials
 from .security.tls import client_context
 
-__all__ = ["Cluster", "parse_address"]
+__all__ = ["Cluster"]
 
 log = logging.getLogger("aioproducer.cluster")
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """'host:port' or '[v6]:port' → (host, port)."""
-    host, _, port = address.rpartition(":")
-    return host.strip("[]"), int(port)
 
 
 def monotonic_ms() -> int:
@@ -229,10 +224,10 @@ class Cluster:
         ask the bootstrap servers again. Unlike Java we also close the connections to the brokers we knew: the
         same node id may now be another broker. Their requests fail as lost connections and are retried.
         """
-        code = response.get("error_code", 0)
-        if code == 0:
+        code = response.get("error_code", ErrorCode.NONE)
+        if code == ErrorCode.NONE:
             return
-        if code == RebootstrapRequiredError.code:
+        if code == ErrorCode.REBOOTSTRAP_REQUIRED:
             log.info("the cluster asked for a re-bootstrap; asking %s", ", ".join(self._config.bootstrap_servers))
             self.state.cluster = ClusterMetadata()
             stale = [*self._connections.values(), self._bootstrap_connection]
@@ -284,7 +279,7 @@ class Cluster:
                 last = self._bootstrap_failures.get(address, "a failed attempt")
                 errors.append(f"{last} (backing off: reconnect_backoff_ms)")
                 continue
-            host, port = parse_address(address)
+            host, port = split_address(address)
             try:
                 conn = await self._open(host, port, -1, node)
             except TransportError as exc:
@@ -378,7 +373,7 @@ class Cluster:
             request_timeout_ms=self._config.request_timeout_ms,
             connect_timeout_ms=self._nodes.setup_timeout_ms(node),
             ssl_context=client_context(self._config),
-            sasl=SaslCredentials.from_config(self._config),
+            sasl=self._config.sasl_credentials,
         )
         conn.on_lost = self._on_connection_lost
         self.features = self.features.newest(conn.features)

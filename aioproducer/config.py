@@ -36,6 +36,7 @@ from aioproducer.config_values import (
 from aioproducer.errors import ConfigError, FeatureNotAvailableError
 from aioproducer.security import oidc as _oidc
 from aioproducer.security import settings as _security
+from aioproducer.security.sasl import SaslCredentials
 from aioproducer.serializers import Serializer
 from aioproducer.settings import ProducerSettings
 
@@ -273,6 +274,15 @@ class ProducerConfig:
     def bootstrap_addresses(self) -> tuple[tuple[str, int], ...]:
         """`bootstrap_servers` as (host, port) pairs, IPv6 hosts without their brackets."""
         return tuple(split_address(address) for address in self.bootstrap_servers)
+
+    @property
+    def sasl_credentials(self) -> SaslCredentials | None:
+        """What connections authenticate with under SASL_PLAINTEXT / SASL_SSL (validated with the config), else None."""
+        if self.sasl_mechanism is None or not self.security_protocol.startswith("SASL_"):
+            return None
+        return SaslCredentials(
+            self.sasl_mechanism, self.sasl_plain_username, self.sasl_plain_password, self.sasl_oauth_token_provider
+        )
 
     def __repr__(self) -> str:
         shown = []

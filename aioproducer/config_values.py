@@ -150,6 +150,8 @@ def check_address(name: str, address: str) -> str:
 
 
 def split_address(address: str) -> tuple[str, int]:
+    """A bootstrap entry ('host:port', or '[v6]:port' as `parse_bootstrap` accepts it) → (host, port), the host without
+    its brackets."""
     host, _, port = address.rpartition(":")
     return host.removeprefix("[").removesuffix("]"), int(port)
 

@@ -14,14 +14,16 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import __version__
+from .error_codes import ErrorCode
 from .errors import (
     AioProducerError,
     ConnectionClosedError,
     ConnectionFailedError,
     ProtocolError,
+    ResponseTimeoutError,
     TransportError,
 )
+from .kafka_errors import kafka_error
 from .protocol import (
     ApiKey,
     FinalizedFeatures,
@@ -36,12 +38,12 @@ from .protocol import (
 from .security.exchange import authenticate
 from .security.sasl import SaslCredentials
 from .security.tls import tls_failure
+from .version import __version__
 
-__all__ = ["BrokerConnection", "RequestTimedOutError"]
+__all__ = ["BrokerConnection"]
 
 log = logging.getLogger("aioproducer.connection")
 
-_UNSUPPORTED_VERSION = 35
 _NEGOTIATED_APIS = (ApiKey.PRODUCE, ApiKey.METADATA, ApiKey.INIT_PRODUCER_ID)
 _OPTIONAL_APIS = (ApiKey.CREATE_TOPICS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
@@ -50,10 +52,6 @@ _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 _REAUTH_WINDOW = (0.85, 0.95)
 
 Decoder = Callable[[bytes], dict[str, Any]]
-
-
-class RequestTimedOutError(TransportError):
-    """A request got no response within `request_timeout_ms`; the connection was closed (as Java does)."""
 
 
 class _Pending:
@@ -266,7 +264,7 @@ class BrokerConnection(asyncio.Protocol):
     def _on_timeout(self, correlation_id: int) -> None:
         if correlation_id in self._pending:
             self._abort(
-                RequestTimedOutError(
+                ResponseTimeoutError(
                     f"no response from broker {self.host}:{self.port} within {self.request_timeout_s * 1000:.0f} ms"
                 )
             )
@@ -298,12 +296,10 @@ class BrokerConnection(asyncio.Protocol):
                 {"client_software_name": "aioproducer", "client_software_version": __version__},
                 version=version,
             )
-            if response["error_code"] == _UNSUPPORTED_VERSION:
+            if response["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
                 version = response["fallback_version"]
                 continue
-            if response["error_code"] != 0:
-                from .kafka_errors import kafka_error
-
+            if response["error_code"] != ErrorCode.NONE:
                 raise kafka_error(response["error_code"], f"ApiVersions failed on {self.host}:{self.port}")
             broker = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
             self.versions = negotiate_versions(broker, _NEGOTIATED_APIS)
@@ -372,7 +368,7 @@ def _response_decoder(api_key: ApiKey, api_version: int) -> Decoder:
 
 def _decode_api_versions(api_version: int, payload: bytes) -> dict[str, Any]:
     code = api_versions_error_code(payload)
-    if code == _UNSUPPORTED_VERSION:
+    if code == ErrorCode.UNSUPPORTED_VERSION:
         fallback = api_versions_fallback_version(payload, tried_version=api_version)
         return {"error_code": code, "fallback_version": fallback}
     return decode_response(ApiKey.API_VERSIONS, api_version, payload)

@@ -1,11 +1,14 @@
 """The error tree of aioproducer: every exception the library raises derives from `AioProducerError`.
 
 Families: input and configuration errors (raised at the call), transport errors (a broker connection broke),
-protocol errors (bytes that do not decode), timeouts, and `KafkaError` — one subclass per Kafka error code,
-defined in `aioproducer.kafka_errors` from Kafka's own error table.
+protocol errors (bytes that do not decode), timeouts, and `KafkaError` — one subclass per Kafka error code
+(`aioproducer.error_codes.ErrorCode`), defined in `aioproducer.kafka_errors` from Kafka's own error table. Nothing
+else reaches a caller or a record's result: a failure of aioproducer's own code is an `InternalError`.
 """
 
 from __future__ import annotations
+
+from aioproducer.error_codes import DEFAULT_MESSAGES, ErrorCode
 
 __all__ = [
     "AioProducerError",
@@ -16,6 +19,7 @@ __all__ = [
     "ConnectionFailedError",
     "DeliveryTimeoutError",
     "FeatureNotAvailableError",
+    "InternalError",
     "InvalidOffsetsError",
     "InvalidRecordError",
     "InvalidTableError",
@@ -27,6 +31,7 @@ __all__ = [
     "ProducerFencedError",
     "ProtocolError",
     "RecordTooLargeError",
+    "ResponseTimeoutError",
     "TransactionAbortedError",
     "TransactionError",
     "TransactionFatalError",
@@ -114,6 +119,12 @@ class ConnectionClosedError(TransportError):
     """An open broker connection closed or broke while requests were in flight."""
 
 
+class ResponseTimeoutError(TransportError):
+    """A request got no response within `request_timeout_ms`; the connection was closed (as Java's NetworkClient
+    does). The broker may still have acted on it. Not Kafka's REQUEST_TIMED_OUT, which is a broker's answer
+    (`kafka_errors.RequestTimedOutError`)."""
+
+
 class KafkaTimeoutError(AioProducerError, TimeoutError):
     """Something did not happen within its configured time bound."""
 
@@ -135,14 +146,20 @@ class DeliveryTimeoutError(KafkaTimeoutError):
     """A record was not acknowledged within `delivery_timeout_ms`."""
 
 
+class InternalError(AioProducerError):
+    """aioproducer's own code failed (a bug, logged with its traceback): `__cause__` is the exception it raised.
+    Please report it."""
+
+
 class KafkaError(AioProducerError):
-    """An error code returned by a broker. Subclasses, one per code, live in `aioproducer.kafka_errors`.
+    """An error code returned by a broker. Subclasses, one per code, live in `aioproducer.kafka_errors`; `code` is
+    the code's `ErrorCode` (an int: a code newer than aioproducer keeps its number on an UnknownServerError).
 
     `retriable`: Java's RetriableException hierarchy. `invalid_metadata`: the error means the client's view of
     the cluster is stale and metadata must be refreshed before a retry.
     """
 
-    code: int = -1
+    code: int = ErrorCode.UNKNOWN_SERVER_ERROR
     retriable: bool = False
     invalid_metadata: bool = False
     default_message: str | None = None
@@ -187,5 +204,12 @@ class TransactionTimeoutError(KafkaTimeoutError, TransactionError):
     and calling the same method again resumes waiting for it (any other transactional call is a state error)."""
 
 
-class ProducerFencedError(TransactionFatalError):
-    """Another producer with the same transactional id took over (a newer epoch): this one can no longer write."""
+class ProducerFencedError(KafkaError, TransactionFatalError):
+    """Another producer with the same transactional id took over (a newer epoch): this one can no longer write.
+
+    Kafka's PRODUCER_FENCED and the fencing the producer finds itself (an older coordinator's INVALID_PRODUCER_EPOCH,
+    `MockProducer.fence`) are one class, as Java's ProducerFencedException: `kafka_errors.ProducerFencedError` is
+    this class."""
+
+    code = ErrorCode.PRODUCER_FENCED
+    default_message = DEFAULT_MESSAGES[ErrorCode.PRODUCER_FENCED]

@@ -74,7 +74,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .errors import DeliveryTimeoutError
+from .error_codes import ErrorCode
+from .errors import DeliveryTimeoutError, TransactionFatalError, TransactionRequiresAbortError
 from .kafka_errors import kafka_error
 
 __all__ = [
@@ -104,17 +105,26 @@ _MAX_EPOCH = 32767  # Short.MAX_VALUE: past it, a new producer id (Java: resetId
 _SEQUENCE_SPAN = 2**31  # sequences wrap to 0 after Integer.MAX_VALUE (DefaultRecordBatch.incrementSequence)
 _MAX_RETRIES = 2**31 - 1
 
-_MESSAGE_TOO_LARGE = 10
-_OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-_DUPLICATE_SEQUENCE_NUMBER = 46
-_INVALID_PRODUCER_EPOCH = 47
-_UNKNOWN_PRODUCER_ID = 59
-_PRODUCER_FENCED = 90
 # R7: answers after which the broker may have appended the batch (locally, or to too few replicas).
-_MAYBE_APPENDED = frozenset({-1, 7, 13, 20, 56})
+_MAYBE_APPENDED = frozenset(
+    {
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
 # R10: Java's maybeTransitionToErrorState: fatal whatever the producer (ClusterAuthorizationException,
 # TransactionalIdAuthorizationException, ProducerFencedException, UnsupportedVersionException).
-_FATAL = frozenset({31, 53, _PRODUCER_FENCED, 35})
+_FATAL = frozenset(
+    {
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ErrorCode.PRODUCER_FENCED,
+        ErrorCode.UNSUPPORTED_VERSION,
+    }
+)
 
 TopicPartition = tuple[str, int]
 
@@ -328,18 +338,20 @@ class IdempotenceState:
     ) -> Decision:
         """A Produce answer for the batch (its partition's part of it): what to do next."""
         stream = self._off_wire(batch)
-        if error_code == 0 or (error_code == _DUPLICATE_SEQUENCE_NUMBER and stream is not None):
+        if error_code == ErrorCode.NONE or (error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and stream is not None):
             self._acked(batch, stream, base_offset, now_ms)
             return _DONE
         if error_code in _MAYBE_APPENDED:
             batch.maybe_written = True
-        if error_code == _MESSAGE_TOO_LARGE and batch.record_count > 1:
+        if error_code == ErrorCode.MESSAGE_TOO_LARGE and batch.record_count > 1:
             return _SPLIT  # R6: on_split takes it from here
         error = kafka_error(error_code, f"{batch.tp[0]}-{batch.tp[1]}: {message}" if message else None)
         # Java: Sender.canRetry checks the limits first, so TransactionManager.canRetry acts only within them.
         if self._within_limits(batch, now_ms) and self._can_retry(batch, stream, error_code, log_start_offset, error):
             return _RETRY
-        if error_code == _OUT_OF_ORDER_SEQUENCE_NUMBER and (stream is None or id(batch) not in stream.uncertain_parts):
+        if error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and (
+            stream is None or id(batch) not in stream.uncertain_parts
+        ):
             batch.maybe_written = False  # R7: refused, so not written
         self._fail(batch, stream, error_code, error)
         if error.retriable and self._timed_out(batch, now_ms):
@@ -352,15 +364,17 @@ class IdempotenceState:
         batch.maybe_written = True
         if self._within_limits(batch, now_ms):
             return _RETRY
-        self._fail(batch, stream, -1, error)
+        self._fail(batch, stream, None, error)
         if self._timed_out(batch, now_ms):
             error = self.timeout_error(batch, now_ms, error)
         return Decision(Action.FAIL, error)
 
-    def on_late_response(self, batch: SequencedBatch, error_code: int, base_offset: int = -1, now_ms: int = 0) -> None:
-        """An answer (-1: none) for a batch failed while it was on the wire (delivery timeout): bookkeeping only."""
+    def on_late_response(
+        self, batch: SequencedBatch, error_code: int | None, base_offset: int = -1, now_ms: int = 0
+    ) -> None:
+        """An answer (None: none) for a batch failed while it was on the wire (delivery timeout): bookkeeping only."""
         stream = self._off_wire(batch)
-        if stream is not None and (error_code == 0 or error_code == _DUPLICATE_SEQUENCE_NUMBER):
+        if stream is not None and (error_code == ErrorCode.NONE or error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
             self._acked(batch, stream, base_offset, now_ms)
 
     def on_split(self, batch: SequencedBatch, parts: Sequence[SequencedBatch]) -> None:
@@ -392,7 +406,7 @@ class IdempotenceState:
             if stream is not None and batch in stream.tracked:
                 stream.stray_on_wire[id(batch)] = batch
         error = self.timeout_error(batch, now_ms, last_error)
-        self._fail(batch, stream, -1, error)
+        self._fail(batch, stream, None, error)
         return error
 
     def on_abandoned(self, batches: Iterable[SequencedBatch], error: BaseException) -> None:
@@ -403,7 +417,7 @@ class IdempotenceState:
             if stream is not None:
                 stream.on_wire.discard(id(batch))
                 stream.stray_on_wire.pop(id(batch), None)
-            self._fail(batch, stream, -1, error)
+            self._fail(batch, stream, None, error)
 
     def timeout_error(self, batch: SequencedBatch, now_ms: int, last_error: BaseException | None) -> BaseException:
         """The DeliveryTimeoutError of a batch whose time ran out, saying whether it may have been written."""
@@ -465,7 +479,7 @@ class IdempotenceState:
         """Java: TransactionManager.canRetry (idempotent and transactional), with R7/R9 in place of its rewrites."""
         if stream is None or batch not in stream.tracked:
             return bool(getattr(error, "retriable", False))
-        if code == _UNKNOWN_PRODUCER_ID:
+        if code == ErrorCode.UNKNOWN_PRODUCER_ID:
             if log_start_offset == -1:
                 return True  # the broker did not know it yet (Java: retry until it does)
             if self.transactional:
@@ -475,7 +489,7 @@ class IdempotenceState:
                 return False  # R10
             self._break(stream, batch.tp, stream.tracked[0].base_sequence)
             return True
-        if code == _OUT_OF_ORDER_SEQUENCE_NUMBER:
+        if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             if id(batch) in stream.uncertain_parts:
                 return False  # R6: its whole may be in the log under other sequence bounds: fail, outcome unknown
             batch.maybe_written = False  # R7: a resend of a batch the broker has is recognised, not refused
@@ -493,7 +507,7 @@ class IdempotenceState:
                 return False  # R10
             self._break(stream, batch.tp, batch.base_sequence)
             return True
-        if code in (_PRODUCER_FENCED, _INVALID_PRODUCER_EPOCH) and self._locally_bumped(stream):
+        if code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH) and self._locally_bumped(stream):
             # R9: this broker refuses an epoch we bumped ourselves (Tansu does; Kafka accepts it): nothing of the
             # stream was written under it. Ask for a new producer id and renumber.
             log.info("the broker refused a locally bumped epoch (%s): asking for a new producer id", error)
@@ -514,8 +528,8 @@ class IdempotenceState:
             and stream.producer_epoch > self._granted_epoch
         )
 
-    def _fail(self, batch: SequencedBatch, stream: _Stream | None, code: int, error: BaseException) -> None:
-        """The batch failed for good with `error` (`code` -1: not an error answer): R8, R9, R10."""
+    def _fail(self, batch: SequencedBatch, stream: _Stream | None, code: int | None, error: BaseException) -> None:
+        """The batch failed for good with `error` (`code` None: not an error answer): R8, R9, R10."""
         if self.transactional:
             self._transition_to_error(code, error)
         if stream is None or batch not in stream.tracked:
@@ -540,7 +554,7 @@ class IdempotenceState:
         else:
             self._break(stream, batch.tp, batch.base_sequence)
 
-    def _transition_to_error(self, code: int, error: BaseException) -> None:
+    def _transition_to_error(self, code: int | None, error: BaseException) -> None:
         """R10 (Java: maybeTransitionToErrorState)."""
         if self.fatal_error is not None:
             return
@@ -588,9 +602,11 @@ class IdempotenceState:
         message = "The client hasn't received acknowledgment for some previously sent messages and can no longer retry"
         if self.can_bump_epoch:
             self.epoch_bump_required = True
-            self.abortable_error = self.abortable_error or RuntimeError(message + " them: abort the transaction")
+            unresolved = TransactionRequiresAbortError(message + " them: abort the transaction")
+            self.abortable_error = self.abortable_error or unresolved
         else:
-            self.fatal_error = self.fatal_error or RuntimeError(message + " them: it isn't safe to continue")
+            # It becomes the failure of every record still buffered: a typed error saying the producer is done.
+            self.fatal_error = self.fatal_error or TransactionFatalError(message + " them: it isn't safe to continue")
 
     def _restart(self, stream: _Stream, tp: TopicPartition) -> None:
         """R9: renumber the tracked batches (all from the break on) from 0 under a newer identity."""

@@ -13,13 +13,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .error_codes import ErrorCode
 from .errors import KafkaError
 from .kafka_errors import kafka_error
 
 __all__ = ["BrokerInfo", "ClusterMetadata", "MetadataState", "PartitionInfo", "TopicInfo"]
 
 # Topic-level errors that mean "not there yet, keep asking" (auto-creation, elections) rather than "give up".
-_TRANSIENT_TOPIC_ERRORS = frozenset({3, 5, 6})
+_TRANSIENT_TOPIC_ERRORS = frozenset(
+    {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +38,7 @@ class PartitionInfo:
     partition: int
     leader: int
     leader_epoch: int = -1
-    error_code: int = 0
+    error_code: int = ErrorCode.NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +48,7 @@ class TopicInfo:
     name: str
     partitions: tuple[PartitionInfo, ...]
     available_partitions: tuple[int, ...]
-    error_code: int = 0
+    error_code: int = ErrorCode.NONE
     topic_id: uuid.UUID | None = None  # Metadata v10+ (KIP-516); None when the broker did not say
 
     @property
@@ -82,7 +85,7 @@ class ClusterMetadata:
             name = t["name"]
             if name is None:
                 continue
-            if t["error_code"] != 0:
+            if t["error_code"] != ErrorCode.NONE:
                 errors[name] = t["error_code"]
                 continue
             # A leader missing from the broker list (brokers leave it while down) is as good as unknown: nobody

@@ -1,7 +1,7 @@
 """The raw facts the observer notes per Produce request, and their fold into `ProducerMetrics`, many requests at once.
 
-Owns the facts' layout and the fold: column by column, each column summed, bucketed or grouped in a builtin call
-rather than a Python loop per batch or request (the observer notes facts on the sender's path and folds them
+Owns the facts' layout (`SentFacts`, columns) and the fold: each column summed, bucketed or grouped in a builtin
+call rather than a Python loop per batch or request (the observer notes facts on the sender's path and folds them
 later, warm). Pure: no I/O, no clock; it must not decide anything about sending.
 """
 
@@ -10,36 +10,71 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import accumulate, chain, repeat
 from operator import sub
-from typing import Any
 
+from .compression import CompressionType
 from .metrics import ProducerMetrics
 from .records.layout import BATCH_HEADER_SIZE
 
-__all__ = ["PENDING_BOUND", "AnswerFacts", "BatchFacts", "SentFacts", "fold_answers", "fold_sent"]
+__all__ = ["PENDING_BOUND", "AnswerFacts", "SentFacts", "fold_answers", "fold_sent"]
 
 # Requests whose raw facts may wait for a fold: enough to fold warm, in one loop; few enough to stay small (a few
 # hundred bytes each, whatever the batches' sizes: the facts hold no record bytes).
 PENDING_BOUND = 256
-# One batch as sent: topic, records, bytes of its records section (`ClosedBatch.size_in_bytes` less the batch header,
-# read without a call), compression, buffered bytes, attempts before, created (ms).
-BatchFacts = tuple[str, int, int, Any, int, int, int]
-# A request written: node id, sent (ms), its batches. An answer: node id, latency (ms), throttle (ms), and the ages
-# (ms since creation) of the batches it delivered.
-SentFacts = tuple[int, int, list[BatchFacts]]
+# An answer: node id, latency (ms), throttle (ms), and the ages (ms since creation) of the batches it delivered.
 AnswerFacts = tuple[int, int, int, list[int]]
 
 
-def fold_sent(metrics: ProducerMetrics, sent: list[SentFacts], record_overhead: int) -> None:
+class SentFacts:
+    """The requests written since the last fold, one list per fact. Per request: `node_ids`, `sent_ms` and
+    `batch_counts` (how many entries of the batch lists are its batches, in order). Per batch, read as its request
+    is written (a retry changes `attempts` later, the release zeroes `reserved_bytes`): `topics`, `record_counts`,
+    `section_bytes` (its records section: `ClosedBatch.size_in_bytes` less the batch header, read without a call),
+    `compressions`, `reserved_bytes` (the buffer memory its records hold), `attempts` (before this one) and
+    `created_ms`.
+
+    Lists rather than a record per batch: appending to them costs what building a plain tuple did, and the fold
+    reads them as they are. A NamedTuple per batch made `Observer.produce_sent` about 0.8 µs slower per request.
+    """
+
+    __slots__ = (
+        "attempts",
+        "batch_counts",
+        "compressions",
+        "created_ms",
+        "node_ids",
+        "record_counts",
+        "reserved_bytes",
+        "section_bytes",
+        "sent_ms",
+        "topics",
+    )
+
+    def __init__(self) -> None:
+        self.node_ids: list[int] = []
+        self.sent_ms: list[int] = []
+        self.batch_counts: list[int] = []
+        self.topics: list[str] = []
+        self.record_counts: list[int] = []
+        self.section_bytes: list[int] = []
+        self.compressions: list[CompressionType] = []
+        self.reserved_bytes: list[int] = []
+        self.attempts: list[int] = []
+        self.created_ms: list[int] = []
+
+    def __len__(self) -> int:
+        """How many requests are noted."""
+        return len(self.node_ids)
+
+
+def fold_sent(metrics: ProducerMetrics, sent: SentFacts, record_overhead: int) -> None:
     """Adds the requests written to `metrics`; `record_overhead` is what buffer accounting adds per record."""
-    node_ids, sent_ms, requests = (list(column) for column in zip(*sent, strict=True))
-    lengths = list(map(len, requests))
-    facts = list(chain.from_iterable(requests))
-    sizes, waits, sized_records, sized_bytes = _fold_batches(metrics, facts, sent_ms, lengths, record_overhead)
+    lengths = sent.batch_counts
+    sizes, waits, sized_records, sized_bytes = _fold_batches(metrics, sent, record_overhead)
     # A request's bytes are its batches' (the Produce envelope is not counted): differences of running sums.
     ends = list(accumulate(lengths))
     totals = [0, *accumulate(sizes)]
     request_sizes = list(map(sub, map(totals.__getitem__, ends), map(totals.__getitem__, map(sub, ends, lengths))))
-    metrics.requests_written(node_ids, request_sizes, sizes, waits, sized_records, sized_bytes)
+    metrics.requests_written(sent.node_ids, request_sizes, sizes, waits, sized_records, sized_bytes)
 
 
 def fold_answers(metrics: ProducerMetrics, answers: list[AnswerFacts]) -> None:
@@ -48,16 +83,21 @@ def fold_answers(metrics: ProducerMetrics, answers: list[AnswerFacts]) -> None:
     metrics.responses_received(node_ids, latencies, throttles, list(chain.from_iterable(delivered)))
 
 
-def _fold_batches(
-    metrics: ProducerMetrics, facts: list[BatchFacts], sent_ms: list[int], lengths: list[int], overhead: int
-) -> tuple[list[int], list[int], int, int]:
+def _fold_batches(metrics: ProducerMetrics, sent: SentFacts, overhead: int) -> tuple[list[int], list[int], int, int]:
     """Adds the batches to their topics' totals; returns their sizes, the queue times of those on their first
     attempt, and those batches' records and buffered record bytes (for `ProducerMetrics.requests_written`)."""
-    if not facts:
+    topics, counts, codecs, reserved, attempts, created = (
+        sent.topics,
+        sent.record_counts,
+        sent.compressions,
+        sent.reserved_bytes,
+        sent.attempts,
+        sent.created_ms,
+    )
+    if not topics:
         return [], [], 0, 0
-    topics, counts, sections, codecs, reserved, attempts, created = zip(*facts, strict=True)
-    sizes = list(map(BATCH_HEADER_SIZE.__add__, sections))
-    batch_sent_ms = list(chain.from_iterable(map(repeat, sent_ms, lengths)))
+    sizes = list(map(BATCH_HEADER_SIZE.__add__, sent.section_bytes))
+    batch_sent_ms = list(chain.from_iterable(map(repeat, sent.sent_ms, sent.batch_counts)))
     if any(attempts):  # retries: only first attempts give a queue time and a record size
         first = [i for i, attempt in enumerate(attempts) if not attempt]
         waits = [batch_sent_ms[i] - created[i] for i in first]

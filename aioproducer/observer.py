@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .errors import BufferExhaustedError
 from .hooks import BatchWritten, HookChain, RequestDone, TransactionEvent, load_interceptor
 from .metrics import Gauges, MetricsSnapshot, ProducerMetrics
-from .metrics_fold import PENDING_BOUND, AnswerFacts, BatchFacts, SentFacts, fold_answers, fold_sent
+from .metrics_fold import PENDING_BOUND, AnswerFacts, SentFacts, fold_answers, fold_sent
 from .protocol import ApiKey
 from .records.layout import BATCH_HEADER_SIZE
 
@@ -73,7 +73,7 @@ class Observer:
         self._outage_logged_ms = 0
         self._producer_id = self._epoch = -1  # the producer state the last batch sent was stamped with
         # Raw facts of the requests written and answered since the last `fold` (their layout: metrics_fold).
-        self._sent: list[SentFacts] = []
+        self._sent = SentFacts()
         self._answers: list[AnswerFacts] = []
         self._failing_nodes: set[int] = set()  # reported once per run of failures, not per reconnect attempt
 
@@ -91,32 +91,30 @@ class Observer:
         # When the request was written: the connection has just stamped it (event-loop time, as `clock_ms`), so the
         # observer reads no clock of its own (the clock is the dearest part of observing a request).
         now = int(conn.last_active * 1000)
-        # The raw facts only, one small tuple per batch (read now: a retry changes `attempts`, the release zeroes
+        # The raw facts only, appended to their lists (read now: a retry changes `attempts`, the release zeroes
         # `reserved_bytes`); the metrics are folded from them later, many requests at a time (`fold`). Per request
         # this is a few attribute reads: the folding, run warm in one loop, costs less than doing it here.
         # (A loop, not a comprehension: no function object made per request.)
-        facts: list[BatchFacts] = []
-        add = facts.append
+        sent = self._sent
+        count = 0
         for b in batches:
             c = b.closed
             if c is not None:
-                add(
-                    (
-                        b.topic,
-                        c.record_count,
-                        len(c.records_section),
-                        c.compression,
-                        b.reserved_bytes,
-                        b.attempts,
-                        b.created_ms,
-                    )
-                )
-        sent = self._sent
-        sent.append((conn.node_id, now, facts))
-        if len(sent) >= PENDING_BOUND:
+                sent.topics.append(b.topic)
+                sent.record_counts.append(c.record_count)
+                sent.section_bytes.append(len(c.records_section))
+                sent.compressions.append(c.compression)
+                sent.reserved_bytes.append(b.reserved_bytes)
+                sent.attempts.append(b.attempts)
+                sent.created_ms.append(b.created_ms)
+                count += 1
+        sent.node_ids.append(conn.node_id)
+        sent.sent_ms.append(now)
+        sent.batch_counts.append(count)
+        if len(sent.node_ids) >= PENDING_BOUND:
             self.fold()
         if self._batch_hooks:
-            self._batches_written(conn, facts, batches)
+            self._batches_written(conn, batches)
         if batches:
             first = batches[0]
             if first.producer_epoch != self._epoch or first.producer_id != self._producer_id:
@@ -124,29 +122,40 @@ class Observer:
         if future is None:
             return None
         # Called by the sender's own callback once it has settled the batches: no second callback per request.
-        request_bytes = sum(BATCH_HEADER_SIZE + fact[2] for fact in facts) if self._request_hooks else 0
+        request_bytes = _request_bytes(batches) if self._request_hooks else 0
         return partial(self._produce_done, conn, request_bytes, now, batches)
 
-    def _batches_written(self, conn: Any, facts: list[BatchFacts], batches: Sequence[ProducerBatch]) -> None:
+    def _batches_written(self, conn: Any, batches: Sequence[ProducerBatch]) -> None:
+        """The batch hooks' events for a request just written (read now, as the facts are)."""
         overhead = self._record_overhead
-        for (topic, count, section, compression, reserved, attempts, _), batch in zip(
-            facts, (b for b in batches if b.closed is not None), strict=True
-        ):
-            wire = BATCH_HEADER_SIZE + section
-            uncompressed = max(reserved - count * overhead, wire) if compression else wire
+        for batch in batches:
+            closed = batch.closed
+            if closed is None:
+                continue
+            count = closed.record_count
+            wire = BATCH_HEADER_SIZE + len(closed.records_section)
+            uncompressed = max(batch.reserved_bytes - count * overhead, wire) if closed.compression else wire
             self.hooks.batch_written(
                 BatchWritten(
-                    conn.node_id, conn.host, conn.port, topic, batch.partition, count, uncompressed, wire, attempts
+                    conn.node_id,
+                    conn.host,
+                    conn.port,
+                    batch.topic,
+                    batch.partition,
+                    count,
+                    uncompressed,
+                    wire,
+                    batch.attempts,
                 )
             )
 
     def _note_epoch(self, batch: Any) -> None:
-        """Count epoch bumps (KIP-360) from the producer state batches are stamped with: same id, newer epoch."""
+        """Count epoch bumps (KIP-360) from the producer state batches are stamped with: same id, newer epoch. Not
+        logged here: `aioproducer.idempotence`, where every identity change happens, logs each once."""
         producer_id, epoch = getattr(batch, "producer_id", -1), getattr(batch, "producer_epoch", -1)
         if (producer_id, epoch) != (self._producer_id, self._epoch) and producer_id >= 0:
             if producer_id == self._producer_id and epoch > self._epoch:
                 self.metrics.epoch_bump_total += 1
-                log.info("producer id %d: epoch bumped to %d", producer_id, epoch)
             self._producer_id, self._epoch = producer_id, epoch
 
     def _produce_done(
@@ -181,8 +190,8 @@ class Observer:
         """Fold the requests' raw facts noted since the last fold into the metrics: before every snapshot, and
         whenever `PENDING_BOUND` requests are waiting (so their memory stays bounded)."""
         sent, answers = self._sent, self._answers
-        self._sent, self._answers = [], []
-        if sent:
+        self._sent, self._answers = SentFacts(), []
+        if sent.node_ids:
             fold_sent(self.metrics, sent, self._record_overhead)
         if answers:
             fold_answers(self.metrics, answers)
@@ -215,9 +224,10 @@ class Observer:
         self.hooks.transaction(event, detail)
 
     def producer_id_set(self, producer_id: int, epoch: int, bumped: bool) -> None:
+        """InitProducerId answered. Counted, not logged: `aioproducer.idempotence` logs the new identity (for the
+        transactional path too, which does not pass here), and one event gets one log line."""
         if bumped:
             self.metrics.epoch_bump_total += 1
-        log.info("producer id %d, epoch %d%s", producer_id, epoch, " (epoch bumped)" if bumped else "")
 
     # -- cluster events -----------------------------------------------------------------------------------------
     def connected(self, conn: Any) -> None:
@@ -317,3 +327,8 @@ def _per_node(connections: Iterable[Any], attribute: str) -> dict[int, int]:
     for conn in connections:
         counts[conn.node_id] = counts.get(conn.node_id, 0) + getattr(conn, attribute, 0)
     return counts
+
+
+def _request_bytes(batches: Sequence[ProducerBatch]) -> int:
+    """A Produce request's bytes as the request hooks report them: its batches' (the envelope is not counted)."""
+    return sum(BATCH_HEADER_SIZE + len(b.closed.records_section) for b in batches if b.closed is not None)

@@ -22,7 +22,8 @@ from .compression import CompressionType
 from .compression_pacing import CompressionPacer
 from .config import ProducerConfig
 from .connection import BrokerConnection
-from .errors import AioProducerError, TransportError
+from .error_codes import ErrorCode
+from .errors import AioProducerError, InternalError, TransportError
 from .idempotence import Action, Decision, IdempotenceState, wire_sequence
 from .kafka_errors import kafka_error
 from .observer import Observer
@@ -211,7 +212,7 @@ class Sender:
             log.debug("InitProducerId failed: %s", exc)
             return False
         error = response["error_code"]
-        if error == 0:
+        if error == ErrorCode.NONE:
             self.fatal_error = None
             self._idem.set_producer_id(response["producer_id"], response["producer_epoch"])
             self._observer.producer_id_set(response["producer_id"], response["producer_epoch"], False)
@@ -413,12 +414,14 @@ class Sender:
                 self._on_answer(batches, results, now)
         except Exception as exc:  # a bug here must not leave records unresolved forever
             log.exception("handling a Produce answer failed")
+            failure = InternalError(f"handling the broker's answer for these records failed: {exc!r}")
+            failure.__cause__ = exc
             for batch in batches:  # those not handled yet: not settled, not split, not back in their queue
                 self._on_wire.pop(batch, None)
                 handled = batch.outcome.done or not self._acc.is_incomplete(batch)
                 if not handled and not self._acc.is_queued(batch):
-                    self._idem.on_abandoned([batch], exc)  # best effort: its sequence bookkeeping is suspect
-                    self._settle_failure(batch, exc)
+                    self._idem.on_abandoned([batch], failure)  # best effort: its sequence bookkeeping is suspect
+                    self._settle_failure(batch, failure)
         finally:
             self.wake()
         if observed is not None:  # the observer reads the batches as this answer settled them
@@ -428,7 +431,7 @@ class Sender:
         for batch in batches:
             self._off_wire(batch)
             if batch.outcome.done:  # failed while on the wire (delivery timeout)
-                self._idem.on_late_response(batch, -1, now_ms=now)
+                self._idem.on_late_response(batch, None, now_ms=now)
                 continue
             batch.last_error = error
             self._apply(batch, self._idem.on_no_response(batch, error, now), now)
@@ -441,7 +444,7 @@ class Sender:
             self._off_wire(batch)
             part = results.get(batch.tp, _ACKS_ZERO if self._acks == 0 else None)
             if batch.outcome.done:  # failed while on the wire (delivery timeout)
-                code, offset = (part["error_code"], part["base_offset"]) if part else (-1, -1)
+                code, offset = (part["error_code"], part["base_offset"]) if part else (None, -1)
                 self._idem.on_late_response(batch, code, offset, now)
                 continue
             if part is None:
@@ -450,7 +453,7 @@ class Sender:
                 self._apply(batch, self._idem.on_no_response(batch, error, now), now)
                 continue
             code = part["error_code"]
-            if code:
+            if code != ErrorCode.NONE:
                 self._on_partition_error(batch, code, part)
             decision = self._idem.on_response(
                 batch,
@@ -481,11 +484,11 @@ class Sender:
         action = decision.action
         if action is Action.DONE:
             offset, append_time = (part["base_offset"], part.get("log_append_time_ms", -1)) if part else (-1, -1)
-            if part is not None and part["error_code"] != 0:
+            if part is not None and part["error_code"] != ErrorCode.NONE:
                 offset = append_time = -1  # DUPLICATE_SEQUENCE_NUMBER: written before, offset unknown
             self._settle_success(batch, offset, append_time)
         elif action is Action.RETRY:
-            if part is not None and part["error_code"]:
+            if part is not None and part["error_code"] != ErrorCode.NONE:
                 batch.last_error = kafka_error(part["error_code"], part.get("error_message") or None)
             self._observer.batch_retried(batch, batch.last_error)
             self._acc.reenqueue(batch, now + self._retry_backoff_ms(batch.attempts))
@@ -567,7 +570,7 @@ _INIT_PRODUCER_ID: dict[str, Any] = {
     "producer_epoch": -1,
 }
 # The answer for a partition of an acks=0 request: nothing is known but that it went out.
-_ACKS_ZERO: dict[str, Any] = {"error_code": 0, "base_offset": -1, "log_append_time_ms": -1}
+_ACKS_ZERO: dict[str, Any] = {"error_code": ErrorCode.NONE, "base_offset": -1, "log_append_time_ms": -1}
 
 
 class _PendingRequest:

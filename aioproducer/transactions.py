@@ -26,15 +26,14 @@ from .errors import (
     AioProducerError,
     KafkaError,
     ProducerClosedError,
+    ProducerFencedError,
     TransactionAbortedError,
     TransactionFatalError,
     TransactionRequiresAbortError,
     TransactionTimeoutError,
 )
-from .errors import ProducerFencedError as Fenced
 from .hooks import TransactionEvent
 from .idempotence import IdempotenceState
-from .kafka_errors import ProducerFencedError
 from .protocol import TRANSACTION_V2_VERSIONS, ApiKey, CoordinatorType
 from .transactions_coordinator import CoordinatorRefused, Coordinators, Target
 from .transactions_group import CommittedOffset, ConsumerGroupMetadata
@@ -420,7 +419,7 @@ class TransactionManager:
         """FATAL_ERROR: every buffered record fails with it, every other transactional task stops."""
         first = self.state.state is not State.FATAL_ERROR
         self.state.fatal_error(error)
-        if first and isinstance(error, Fenced):
+        if first and isinstance(error, ProducerFencedError):
             self._emit("fenced", None, self._stamp(), error)
         self.on_batch_done()  # a commit waiting for batches stops waiting
         self._hooks.fail_queued(error)

@@ -17,7 +17,7 @@ from typing import Any
 from .cluster import Cluster
 from .config import ProducerConfig
 from .connection import BrokerConnection
-from .errors import TransportError
+from .errors import TransportError, UnsupportedVersionError
 from .kafka_errors import kafka_error
 from .metadata import BrokerInfo
 from .protocol import ApiKey, CoordinatorType, coordinators_from_response, find_coordinator_body
@@ -125,7 +125,7 @@ class Coordinators:
         version = conn.versions.get(ApiKey.FIND_COORDINATOR)
         if version is None:
             raise CoordinatorRefused(
-                Verdict.FATAL, kafka_error(35, f"broker {conn.node_id} does not offer FindCoordinator")
+                Verdict.FATAL, UnsupportedVersionError(f"broker {conn.node_id} does not offer FindCoordinator")
             )
         async with self._lock:
             response = await conn.request(

@@ -14,13 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .connection import BrokerConnection
+from .error_codes import ErrorCode
+from .errors import UnsupportedVersionError
 from .idempotence import IdempotenceState
-from .kafka_errors import (
-    ConcurrentTransactionsError,
-    TopicAuthorizationFailedError,
-    UnsupportedVersionError,
-    kafka_error,
-)
+from .kafka_errors import TopicAuthorizationFailedError, kafka_error
 from .protocol import TRANSACTION_V2_VERSIONS, ApiKey
 from .transactions_coordinator import CONCURRENT_TRANSACTIONS_BACKOFF_MS, CoordinatorRefused, Retry
 from .transactions_group import CommittedOffset, ConsumerGroupMetadata
@@ -37,8 +34,6 @@ from .transactions_verdicts import (
 __all__ = ["CoordinatorRequest", "TransactionRequests"]
 
 TopicPartition = tuple[str, int]
-_TOPIC_AUTHORIZATION_FAILED = 29
-_CONCURRENT_TRANSACTIONS = ConcurrentTransactionsError.code
 
 
 @dataclass(frozen=True)
@@ -97,10 +92,10 @@ class TransactionRequests:
             for topic in response["results_by_topic_v3_and_below"]:
                 for part in topic["results_by_partition"]:
                     code = part["partition_error_code"]
-                    if code == 0:
+                    if code == ErrorCode.NONE:
                         continue
                     decision = verdict(ADD_PARTITIONS_TO_TXN, code, unexpected=Verdict.ABORTABLE)
-                    if code == _CONCURRENT_TRANSACTIONS:
+                    if code == ErrorCode.CONCURRENT_TRANSACTIONS:
                         # The previous transaction is still completing (Java's maybeOverrideRetryBackoffMs).
                         raise Retry(
                             "CONCURRENT_TRANSACTIONS",
@@ -108,7 +103,7 @@ class TransactionRequests:
                         )
                     if decision in (Verdict.RETRY, Verdict.FIND_COORDINATOR):
                         raise Retry(f"AddPartitionsToTxn: error {code}", find=decision is Verdict.FIND_COORDINATOR)
-                    if code == _TOPIC_AUTHORIZATION_FAILED:
+                    if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
                         unauthorized.append(topic["name"])
                     elif decision is Verdict.ABORTABLE:
                         failed[(topic["name"], part["partition_index"])] = code

@@ -11,6 +11,7 @@ import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from .error_codes import ErrorCode
 from .kafka_errors import ERROR_CLASSES
 
 __all__ = [
@@ -36,31 +37,13 @@ class Verdict(enum.Enum):
     FATAL = "fatal"  # the producer can only be closed
 
 
-_NONE = 0
-_REQUEST_TIMED_OUT = 7
-_COORDINATOR_NOT_AVAILABLE = 15
-_NOT_COORDINATOR = 16
-_UNKNOWN_MEMBER_ID = 25
-_ILLEGAL_GENERATION = 22
-_TOPIC_AUTHORIZATION_FAILED = 29
-_GROUP_AUTHORIZATION_FAILED = 30
-_CLUSTER_AUTHORIZATION_FAILED = 31
-_UNSUPPORTED_VERSION = 35
-_UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
-_INVALID_PRODUCER_EPOCH = 47
-_INVALID_TXN_STATE = 48
-_INVALID_PRODUCER_ID_MAPPING = 49
-_TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-_OPERATION_NOT_ATTEMPTED = 55
-_UNKNOWN_PRODUCER_ID = 59
-_FENCED_INSTANCE_ID = 82
-_PRODUCER_FENCED = 90
-_TRANSACTION_ABORTABLE = 120
-
 _V = Verdict
-_COORDINATOR_MOVED = {_NOT_COORDINATOR: _V.FIND_COORDINATOR, _COORDINATOR_NOT_AVAILABLE: _V.FIND_COORDINATOR}
+_COORDINATOR_MOVED: dict[int, Verdict] = {
+    ErrorCode.NOT_COORDINATOR: _V.FIND_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: _V.FIND_COORDINATOR,
+}
 # Older coordinators answer INVALID_PRODUCER_EPOCH where newer ones say PRODUCER_FENCED: Java treats both as fenced.
-_FENCED = {_INVALID_PRODUCER_EPOCH: _V.FENCED, _PRODUCER_FENCED: _V.FENCED}
+_FENCED: dict[int, Verdict] = {ErrorCode.INVALID_PRODUCER_EPOCH: _V.FENCED, ErrorCode.PRODUCER_FENCED: _V.FENCED}
 
 INIT_PRODUCER_ID: Mapping[int, Verdict] = MappingProxyType(
     {
@@ -68,45 +51,45 @@ INIT_PRODUCER_ID: Mapping[int, Verdict] = MappingProxyType(
         **_FENCED,
         # Java 4.x makes these abortable; the transactional layer turns them fatal when there is no producer id yet,
         # since there is no transaction to abort then.
-        _TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.ABORTABLE,
-        _CLUSTER_AUTHORIZATION_FAILED: _V.ABORTABLE,
-        _TRANSACTION_ABORTABLE: _V.ABORTABLE,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.ABORTABLE,
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED: _V.ABORTABLE,
+        ErrorCode.TRANSACTION_ABORTABLE: _V.ABORTABLE,
     }
 )
 ADD_PARTITIONS_TO_TXN: Mapping[int, Verdict] = MappingProxyType(
     {
         **_COORDINATOR_MOVED,
         **_FENCED,
-        _TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.FATAL,
-        _INVALID_TXN_STATE: _V.FATAL,
-        _INVALID_PRODUCER_ID_MAPPING: _V.FATAL,
-        _TOPIC_AUTHORIZATION_FAILED: _V.ABORTABLE,
-        _OPERATION_NOT_ATTEMPTED: _V.ABORTABLE,
-        _UNKNOWN_PRODUCER_ID: _V.ABORTABLE_IF_POSSIBLE,
-        _TRANSACTION_ABORTABLE: _V.ABORTABLE,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.FATAL,
+        ErrorCode.INVALID_TXN_STATE: _V.FATAL,
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING: _V.FATAL,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED: _V.ABORTABLE,
+        ErrorCode.OPERATION_NOT_ATTEMPTED: _V.ABORTABLE,
+        ErrorCode.UNKNOWN_PRODUCER_ID: _V.ABORTABLE_IF_POSSIBLE,
+        ErrorCode.TRANSACTION_ABORTABLE: _V.ABORTABLE,
     }
 )
 ADD_OFFSETS_TO_TXN: Mapping[int, Verdict] = MappingProxyType(
     {
         **_COORDINATOR_MOVED,
         **_FENCED,
-        _UNKNOWN_PRODUCER_ID: _V.ABORTABLE_IF_POSSIBLE,
-        _TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.FATAL,
-        _INVALID_TXN_STATE: _V.FATAL,
-        _INVALID_PRODUCER_ID_MAPPING: _V.FATAL,
-        _GROUP_AUTHORIZATION_FAILED: _V.ABORTABLE,
-        _TRANSACTION_ABORTABLE: _V.ABORTABLE,
+        ErrorCode.UNKNOWN_PRODUCER_ID: _V.ABORTABLE_IF_POSSIBLE,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.FATAL,
+        ErrorCode.INVALID_TXN_STATE: _V.FATAL,
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING: _V.FATAL,
+        ErrorCode.GROUP_AUTHORIZATION_FAILED: _V.ABORTABLE,
+        ErrorCode.TRANSACTION_ABORTABLE: _V.ABORTABLE,
     }
 )
 END_TXN: Mapping[int, Verdict] = MappingProxyType(
     {
         **_COORDINATOR_MOVED,
         **_FENCED,
-        _TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.FATAL,
-        _INVALID_TXN_STATE: _V.FATAL,
-        _INVALID_PRODUCER_ID_MAPPING: _V.FATAL,
-        _UNKNOWN_PRODUCER_ID: _V.ABORTABLE_IF_POSSIBLE,
-        _TRANSACTION_ABORTABLE: _V.ABORTABLE,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.FATAL,
+        ErrorCode.INVALID_TXN_STATE: _V.FATAL,
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING: _V.FATAL,
+        ErrorCode.UNKNOWN_PRODUCER_ID: _V.ABORTABLE_IF_POSSIBLE,
+        ErrorCode.TRANSACTION_ABORTABLE: _V.ABORTABLE,
     }
 )
 TXN_OFFSET_COMMIT: Mapping[int, Verdict] = MappingProxyType(
@@ -114,22 +97,22 @@ TXN_OFFSET_COMMIT: Mapping[int, Verdict] = MappingProxyType(
         **_COORDINATOR_MOVED,
         **_FENCED,
         # The group coordinator may have moved while the request waited (Java looks it up again on a timeout too).
-        _REQUEST_TIMED_OUT: _V.FIND_COORDINATOR,
-        _GROUP_AUTHORIZATION_FAILED: _V.ABORTABLE,
-        _FENCED_INSTANCE_ID: _V.ABORTABLE,  # KIP-447: a newer member with this static id took over
-        _TRANSACTION_ABORTABLE: _V.ABORTABLE,
+        ErrorCode.REQUEST_TIMED_OUT: _V.FIND_COORDINATOR,
+        ErrorCode.GROUP_AUTHORIZATION_FAILED: _V.ABORTABLE,
+        ErrorCode.FENCED_INSTANCE_ID: _V.ABORTABLE,  # KIP-447: a newer member with this static id took over
+        ErrorCode.TRANSACTION_ABORTABLE: _V.ABORTABLE,
         # Java raises CommitFailedException: the consumer's group generation moved on (a rebalance fenced it).
-        _UNKNOWN_MEMBER_ID: _V.ABORTABLE,
-        _ILLEGAL_GENERATION: _V.ABORTABLE,
-        _TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.FATAL,
-        _UNSUPPORTED_FOR_MESSAGE_FORMAT: _V.FATAL,
+        ErrorCode.UNKNOWN_MEMBER_ID: _V.ABORTABLE,
+        ErrorCode.ILLEGAL_GENERATION: _V.ABORTABLE,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.FATAL,
+        ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT: _V.FATAL,
     }
 )
 FIND_COORDINATOR: Mapping[int, Verdict] = MappingProxyType(
     {
-        _TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.FATAL,
-        _GROUP_AUTHORIZATION_FAILED: _V.ABORTABLE,
-        _TRANSACTION_ABORTABLE: _V.ABORTABLE,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.FATAL,
+        ErrorCode.GROUP_AUTHORIZATION_FAILED: _V.ABORTABLE,
+        ErrorCode.TRANSACTION_ABORTABLE: _V.ABORTABLE,
     }
 )
 
@@ -137,11 +120,11 @@ FIND_COORDINATOR: Mapping[int, Verdict] = MappingProxyType(
 # fails a batch only makes the transaction abortable (KIP-588: INVALID_PRODUCER_EPOCH on Produce included).
 _FATAL_ON_PRODUCE = frozenset(
     {
-        _CLUSTER_AUTHORIZATION_FAILED,
-        _TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-        _PRODUCER_FENCED,
-        _UNSUPPORTED_VERSION,
-        _INVALID_PRODUCER_ID_MAPPING,
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ErrorCode.PRODUCER_FENCED,
+        ErrorCode.UNSUPPORTED_VERSION,
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING,
     }
 )
 
@@ -149,7 +132,7 @@ _FATAL_ON_PRODUCE = frozenset(
 def verdict(table: Mapping[int, Verdict], code: int, *, unexpected: Verdict = Verdict.FATAL) -> Verdict:
     """The verdict of `table` (one API's) for an error code; 0 is DONE. A code the table does not name is retried
     when retriable, else `unexpected` (fatal, except for AddPartitionsToTxn, where Java makes it abortable)."""
-    if code == _NONE:
+    if code == ErrorCode.NONE:
         return Verdict.DONE
     found = table.get(code)
     if found is not None:

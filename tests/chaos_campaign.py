@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_helpers import close_writer, correlation_id_of, frame, read_frame, without_resends
 
 from aioproducer import Producer, RecordMetadata
+from aioproducer.error_codes import ErrorCode
 from aioproducer.protocol import ApiKey, decode_request_header, decode_response, encode_response
 from aioproducer.testing import ConsumedRecord, KafkaCluster, MockCluster, read_back
 
@@ -52,8 +53,11 @@ COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 DELIVERY_TIMEOUT_MS = 120_000  # far longer than any fault: nothing may fail
 SPLIT_TOPIC_MAX_BYTES = 2048  # the split topic's max.message.bytes, well under the producers' batch_size
 PRODUCE, METADATA = 0, 3
-NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, MESSAGE_TOO_LARGE = 6, 7, 10
-NOT_ENOUGH_REPLICAS, OUT_OF_ORDER_SEQUENCE_NUMBER = 19, 45
+NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER
+REQUEST_TIMED_OUT = ErrorCode.REQUEST_TIMED_OUT
+MESSAGE_TOO_LARGE = ErrorCode.MESSAGE_TOO_LARGE
+NOT_ENOUGH_REPLICAS = ErrorCode.NOT_ENOUGH_REPLICAS
+OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 _VALUE = re.compile(rb"^p(\d+)\|k(-|\d+)\|s(\d+)\|")
 
 

@@ -19,14 +19,15 @@ from typing import Any
 
 import scramp  # type: ignore[import-untyped]
 
+from aioproducer.error_codes import ErrorCode
 from aioproducer.protocol import ApiKey, decode_request, decode_request_header, decode_response, encode_response
 
 _SASL_APIS = {ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 # What the proxy adds to the upstream's ApiVersions answer: SaslHandshake v0-1, SaslAuthenticate v0-2.
 _SASL_VERSIONS = {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)}
-_AUTH_FAILED = 58
-_UNSUPPORTED_MECHANISM = 33
-_ILLEGAL_SASL_STATE = 34
+_AUTH_FAILED = ErrorCode.SASL_AUTHENTICATION_FAILED
+_UNSUPPORTED_MECHANISM = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+_ILLEGAL_SASL_STATE = ErrorCode.ILLEGAL_SASL_STATE
 
 
 @dataclass

@@ -55,7 +55,18 @@ LAYERS = [
     ["protocol"],
 ]
 # `accelerated` is the switch each twinned module asks for its compiled twin.
-BASE = {"errors", "kafka_errors", "config", "config_values", "settings", "serializers", "accelerated", "__init__"}
+BASE = {
+    "error_codes",
+    "errors",
+    "kafka_errors",
+    "version",
+    "config",
+    "config_values",
+    "settings",
+    "serializers",
+    "accelerated",
+    "__init__",
+}
 
 
 def imports_of(path: Path) -> set[str]:

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aioproducer import Producer, ProducerRecord, RecordMetadata
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import AioProducerError
 from aioproducer.protocol import ApiKey, decode_request, encode_response
 
@@ -33,7 +34,7 @@ OFFERED = {
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
 }
-DUPLICATE_SEQUENCE_NUMBER = 46
+DUPLICATE_SEQUENCE_NUMBER = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
 # Faults that leave the connection unusable: the producer must open a new one to get any further.
 BREAKING = {"garbage", "truncated", "stall", "wrong_correlation", "bad_body", "close"}
 

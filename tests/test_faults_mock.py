@@ -24,12 +24,15 @@ from fault_helpers import (
 )
 
 from aioproducer import Producer, RecordMetadata
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import DeliveryTimeoutError, KafkaError, MetadataTimeoutError, ProducerClosedError
 from aioproducer.testing import ConsumedRecord, MockCluster, TrackedRequest
 
 PRODUCE, METADATA = 0, 3
-NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS = 6, 7, 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND, INVALID_RECORD = 20, 87
+NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER
+REQUEST_TIMED_OUT = ErrorCode.REQUEST_TIMED_OUT
+NOT_ENOUGH_REPLICAS = ErrorCode.NOT_ENOUGH_REPLICAS
+NOT_ENOUGH_REPLICAS_AFTER_APPEND, INVALID_RECORD = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.INVALID_RECORD
 # Quick retries and reconnects, so each fault costs tens of milliseconds rather than seconds.
 FAST = {
     "linger_ms": 1,

@@ -11,10 +11,11 @@ from collections.abc import Callable
 import pytest
 
 from aioproducer import Producer
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import AioProducerError
 from aioproducer.testing import KafkaCluster, MockCluster
 
-PRODUCE, NOT_ENOUGH_REPLICAS = 0, 19
+PRODUCE, NOT_ENOUGH_REPLICAS = 0, ErrorCode.NOT_ENOUGH_REPLICAS
 
 
 async def wait_until(condition: Callable[[], bool], timeout_s: float = 60) -> None:
@@ -67,6 +68,19 @@ async def test_retries_are_logged_at_debug(mock_cluster: MockCluster, caplog: py
     assert len(retries) == 1 and retries[0].levelno == logging.DEBUG
     assert "NotEnoughReplicas" in retries[0].getMessage() or "replicas" in retries[0].getMessage().lower()
 
+
+
+async def test_the_producer_id_is_logged_once_by_the_idempotence_logger(
+    mock_cluster: MockCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: each new producer id and epoch was logged at INFO twice, by `aioproducer.idempotence` (which sets
+    it, on every path) and by `aioproducer.observer` (on the idempotent producer's InitProducerId only)."""
+    caplog.set_level(logging.INFO, logger="aioproducer")
+    mock_cluster.create_topic("id-log", 1)
+    async with Producer(mock_cluster.bootstrap_servers, enable_idempotence=True) as producer:
+        await producer.send("id-log", b"v")
+    lines = [r for r in caplog.records if r.getMessage().startswith("producer id ")]
+    assert [(r.name, r.levelno) for r in lines] == [("aioproducer.idempotence", logging.INFO)], lines
 
 async def test_no_log_line_ever_shows_a_password(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)

@@ -11,13 +11,14 @@ from typing import Any, ClassVar
 import pytest
 
 from aioproducer import Producer, ProducerRecord, RecordMetadata
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import RecordTooLargeError, UnknownPartitionError
 from aioproducer.hooks import BatchWritten, HookChain, RequestDone, TransactionEvent
 from aioproducer.testing import ConsumedRecord, MockCluster
 
 # max_block_ms: a send to a partition that does not exist waits this long for it to appear (Java waits max.block.ms).
 FAST = {"linger_ms": 1, "retry_backoff_ms": 10, "reconnect_backoff_ms": 20, "max_block_ms": 5000}
-PRODUCE, MESSAGE_TOO_LARGE = 0, 10
+PRODUCE, MESSAGE_TOO_LARGE = 0, ErrorCode.MESSAGE_TOO_LARGE
 
 
 class Recorder:

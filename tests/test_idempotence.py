@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import DeliveryTimeoutError, TransportError
 from aioproducer.idempotence import (
     IDLE_PROBE_MS,
@@ -22,7 +23,13 @@ from aioproducer.kafka_errors import OutOfOrderSequenceNumberError, ProducerFenc
 
 TP = ("t", 0)
 OTHER = ("t", 1)
-NONE, NOT_LEADER, REQUEST_TIMED_OUT, OUT_OF_ORDER, DUPLICATE, UNKNOWN_PRODUCER, FENCED = 0, 6, 7, 45, 46, 59, 90
+NONE = ErrorCode.NONE
+NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
+REQUEST_TIMED_OUT = ErrorCode.REQUEST_TIMED_OUT
+OUT_OF_ORDER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+DUPLICATE = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+UNKNOWN_PRODUCER = ErrorCode.UNKNOWN_PRODUCER_ID
+FENCED = ErrorCode.PRODUCER_FENCED
 
 
 @dataclass(eq=False)
@@ -281,7 +288,7 @@ def test_an_unresolved_partition_with_nothing_left_restarts_under_a_new_epoch() 
     idem.on_expired(lost, 5000, on_wire=True, last_error=None)
     idem.maybe_resolve()
     assert idem.producer_epoch == 0  # its answer may still come and settle the question
-    idem.on_late_response(lost, -1)
+    idem.on_late_response(lost, None)
     idem.maybe_resolve()
     assert idem.producer_epoch == 1 and not idem.is_waiting(TP)
     fresh = Batch()

@@ -24,13 +24,14 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from aioproducer.accumulator import ProducerBatch, RecordAccumulator
 from aioproducer.compression import CompressionType
 from aioproducer.delivery import BatchOutcome
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import TransportError
 from aioproducer.idempotence import IDLE_PROBE_MS, Action, IdempotenceState, wire_sequence
 from aioproducer.records import read_batches
 
 PARTITIONS = [("t", 0), ("t", 1)]
 SPAN = 2**31
-NOT_LEADER_OR_FOLLOWER = 6
+NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 # Errors a broker answers without writing, and errors it answers after writing (the batch is in the log).
 BEFORE_WRITE = [NOT_LEADER_OR_FOLLOWER, 19, 7, 13, 2]  # NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, ..., CORRUPT_MESSAGE
 AFTER_WRITE = [7, 20]  # REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -298,7 +299,7 @@ class SequenceMachine(RuleBasedStateMachine):
         batch = request.batch
         if batch.outcome.done:  # failed while on the wire
             event("late answer")
-            code, offset = (-1, -1) if result is None else result[:2]
+            code, offset = (None, -1) if result is None else result[:2]
             self.idem.on_late_response(batch, code, offset, self.now)
             return
         if result is None:

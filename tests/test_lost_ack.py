@@ -31,10 +31,14 @@ from fault_helpers import (
 )
 
 from aioproducer import RecordMetadata
+from aioproducer.error_codes import ErrorCode
+from aioproducer.kafka_errors import BrokerInvalidRecordError
 from aioproducer.protocol import ApiKey, decode_request, decode_request_header, decode_response, encode_response
 from aioproducer.testing import KafkaCluster, TansuBroker, create_topic
 
-NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS = 6, 7, 19
+NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER
+REQUEST_TIMED_OUT = ErrorCode.REQUEST_TIMED_OUT
+NOT_ENOUGH_REPLICAS = ErrorCode.NOT_ENOUGH_REPLICAS
 SETTINGS = {
     "linger_ms": 1,
     # Many small batches, so that the faults below hit many requests: fixed at batch_size, as Java's are.
@@ -402,7 +406,7 @@ async def test_a_broker_outage_mid_stream_leaves_every_record_exactly_once(targe
     assert verdict.ok, str(verdict)
 
 
-MESSAGE_TOO_LARGE, INVALID_RECORD = 10, 87
+MESSAGE_TOO_LARGE, INVALID_RECORD = ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.INVALID_RECORD
 
 
 async def test_a_split_batch_keeps_its_place_ahead_of_the_batches_behind_it(target: Target) -> None:
@@ -458,6 +462,6 @@ async def test_a_retry_that_may_have_been_written_is_not_renumbered_when_another
     finally:
         await proxy.close()
     assert script.done
-    assert type(results[0]).__name__ == "InvalidRecordError" and isinstance(results[1], RecordMetadata)
+    assert type(results[0]) is BrokerInvalidRecordError and isinstance(results[1], RecordMetadata)
     stored = [r.value for r in await read_back_async(target.bootstrap_servers, topic) if r.partition == 1]
     assert stored == [b"warm-1", b"lost-ack", b"after"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aioproducer.error_codes import ErrorCode
 from aioproducer.metadata import ClusterMetadata, MetadataState
 
 
@@ -38,11 +39,11 @@ def test_snapshot_sorts_partitions_and_lists_available_ones() -> None:
 
 
 def test_transient_topic_errors_are_not_failures_but_authorization_is() -> None:
-    transient = ClusterMetadata.from_response(response(topic_error=3))
+    transient = ClusterMetadata.from_response(response(topic_error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     assert "t" not in transient.topics and transient.topic_error("t") is None
-    denied = ClusterMetadata.from_response(response(topic_error=29))
+    denied = ClusterMetadata.from_response(response(topic_error=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     error = denied.topic_error("t")
-    assert error is not None and error.code == 29
+    assert error is not None and error.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 def test_merge_keeps_topics_not_asked_about() -> None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from aioproducer import Producer, ProducerRecord
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import BufferExhaustedError, KafkaError
 from aioproducer.metrics import Gauges, Histogram, ProducerMetrics
 from aioproducer.testing import MockCluster
@@ -16,7 +17,7 @@ from aioproducer.validation import record_size
 from tests.twins import TWINS, use_twin
 
 PRODUCE = 0
-NOT_ENOUGH_REPLICAS, INVALID_RECORD = 19, 87
+NOT_ENOUGH_REPLICAS, INVALID_RECORD = ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.INVALID_RECORD
 FAST = {"linger_ms": 1, "retry_backoff_ms": 10, "retry_backoff_max_ms": 50, "reconnect_backoff_ms": 20}
 
 

@@ -7,12 +7,13 @@ import asyncio
 import pytest
 
 from aioproducer import Producer, ProducerRecord, RecordMetadata
-from aioproducer.errors import RecordTooLargeError
+from aioproducer.error_codes import ErrorCode
+from aioproducer.errors import InternalError, RecordTooLargeError
 from aioproducer.idempotence import IdempotenceState
 from aioproducer.protocol import ApiKey
 from aioproducer.testing import MockCluster, read_back
 
-MESSAGE_TOO_LARGE = 10
+MESSAGE_TOO_LARGE = ErrorCode.MESSAGE_TOO_LARGE
 
 
 async def test_produces_to_every_leader_of_a_three_broker_cluster(mock_cluster: MockCluster) -> None:
@@ -76,7 +77,9 @@ async def test_flush_and_close_return_once_a_split_batch_is_delivered(mock_clust
 async def test_a_fault_in_handling_an_answer_fails_the_records_instead_of_leaving_them_pending(
     mock_cluster: MockCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every record resolves even if handling its Produce answer raises (a bug): the error reaches the caller."""
+    """Every record resolves even if handling its Produce answer raises (a bug). Regression: the record failed with
+    that bug's own exception (a RuntimeError here), not an aioproducer error; it is now an InternalError caused by it.
+    """
     mock_cluster.create_topic("faulty", 1)
     async with Producer(mock_cluster.bootstrap_servers, linger_ms=0) as producer:
         await producer.send("faulty", b"warm-up")
@@ -85,8 +88,9 @@ async def test_a_fault_in_handling_an_answer_fails_the_records_instead_of_leavin
             raise RuntimeError("a bug in answer handling")
 
         monkeypatch.setattr(IdempotenceState, "on_response", broken)
-        with pytest.raises(RuntimeError, match="a bug"):
+        with pytest.raises(InternalError, match="a bug") as failed:
             await asyncio.wait_for(producer.send("faulty", b"v"), 10)
+        assert isinstance(failed.value.__cause__, RuntimeError)
         monkeypatch.undo()
         assert (await producer.send("faulty", b"after")).offset >= 1
 

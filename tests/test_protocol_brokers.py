@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import ProtocolError
 from aioproducer.protocol import (
     SUPPORTED_VERSIONS,
@@ -31,7 +32,7 @@ with warnings.catch_warnings():
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
 CLIENT_SOFTWARE = {"client_software_name": "aioproducer", "client_software_version": "0.1.0"}
-COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
 
 class Peer:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from test_protocol_brokers import CLIENT_SOFTWARE, Peer, record_batch, shared_versions
 
+from aioproducer.error_codes import ErrorCode
 from aioproducer.protocol import (
     SUPPORTED_VERSIONS,
     ApiKey,
@@ -117,9 +118,12 @@ RELEASES = {
 OLDER_RELEASE = "3.9.1"
 # Errors a coordinator answers while it is still loading or being elected, or busy: ask again. On a new cluster
 # FindCoordinator already names the node while it is still loading __transaction_state (then NOT_COORDINATOR).
-COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS = 14, 15, 16, 51
+COORDINATOR_LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+COORDINATOR_NOT_AVAILABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE
+NOT_COORDINATOR = ErrorCode.NOT_COORDINATOR
+CONCURRENT_TRANSACTIONS = ErrorCode.CONCURRENT_TRANSACTIONS
 RETRY_COORDINATOR = (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS)
-NOT_LEADER_OR_FOLLOWER, TRANSACTION_ABORTABLE = 6, 120
+NOT_LEADER_OR_FOLLOWER, TRANSACTION_ABORTABLE = ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.TRANSACTION_ABORTABLE
 DEADLINE_S = 60.0
 
 

@@ -17,6 +17,7 @@ from aioproducer import Producer
 from aioproducer.cluster import Cluster
 from aioproducer.config import ProducerConfig
 from aioproducer.connection import BrokerConnection
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import UnsupportedVersionError
 from aioproducer.kafka_errors import NotLeaderOrFollowerError
 from aioproducer.metadata import ClusterMetadata
@@ -34,7 +35,7 @@ KAFKA_4_1 = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 5),
 }
 TOPIC = "scripted"
-REBOOTSTRAP_REQUIRED = 129
+REBOOTSTRAP_REQUIRED = ErrorCode.REBOOTSTRAP_REQUIRED
 SETTINGS = {
     "linger_ms": 0,
     "request_timeout_ms": 2000,

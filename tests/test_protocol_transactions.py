@@ -15,6 +15,7 @@ with warnings.catch_warnings():
     from kafka.protocol import metadata as kp_metadata
     from kafka.protocol.producer import transaction as kp_txn
 
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import ProtocolError, UnsupportedVersionError
 from aioproducer.protocol import (
     TRANSACTION_VERSION,
@@ -32,7 +33,7 @@ from aioproducer.protocol import (
     find_coordinator_body,
 )
 
-REBOOTSTRAP_REQUIRED = 129
+REBOOTSTRAP_REQUIRED = ErrorCode.REBOOTSTRAP_REQUIRED
 
 
 def _payload(kafka_python_response: Any) -> bytes:

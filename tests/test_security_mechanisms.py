@@ -11,6 +11,7 @@ import scramp  # type: ignore[import-untyped]
 from kafka.net.sasl.oauth import AbstractTokenProvider, SaslMechanismOAuth  # type: ignore[import-untyped]
 from kafka.net.sasl.scram import ScramClient as KafkaPythonScram  # type: ignore[import-untyped]
 
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import AuthenticationError, ConfigError, KafkaError, UnsupportedVersionError
 from aioproducer.protocol import ApiKey
 from aioproducer.security import OAuthBearerToken
@@ -165,7 +166,7 @@ async def test_rejected_credentials_raise_authentication_error_not_a_retriable_k
     error = caught.value
     # Cluster._update retries KafkaError: an authentication failure must not look like one.
     assert not isinstance(error, KafkaError)
-    assert isinstance(error.__cause__, KafkaError) and error.__cause__.code == 58
+    assert isinstance(error.__cause__, KafkaError) and error.__cause__.code == ErrorCode.SASL_AUTHENTICATION_FAILED
     assert "b:9093" in str(error) and "Invalid username or password" in str(error)
     assert "hunter2" not in str(error) and "hunter2" not in repr(error)
 

@@ -20,6 +20,7 @@ import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder  # type: ignore[import-untyped]
 
 import aioproducer.testing
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import (
     AioProducerError,
     ConfigError,
@@ -30,8 +31,8 @@ from aioproducer.errors import (
 from aioproducer.testing import TIMESTAMP_CREATE_TIME, ConsumedRecord, MockCluster, TansuBroker, read_back
 
 PRODUCE = 0
-NOT_ENOUGH_REPLICAS = 19
-MESSAGE_TOO_LARGE = 10
+NOT_ENOUGH_REPLICAS = ErrorCode.NOT_ENOUGH_REPLICAS
+MESSAGE_TOO_LARGE = ErrorCode.MESSAGE_TOO_LARGE
 
 ReadBack = Callable[..., list[ConsumedRecord]]
 

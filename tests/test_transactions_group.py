@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import InvalidOffsetsError
 from aioproducer.transactions_group import (
     CommittedOffset,
@@ -181,6 +182,7 @@ def test_bad_offsets_are_typed_errors(offsets: object) -> None:
 
 # -- verdicts --------------------------------------------------------------------------------------------------
 
+E = ErrorCode
 V = Verdict
 
 
@@ -188,32 +190,50 @@ V = Verdict
     ("table", "code", "expected"),
     [
         # every API: success, the coordinator moved, the coordinator loads, a concurrent transaction ends
-        *[(t, 0, V.DONE) for t in (INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN)],
-        *[(t, 16, V.FIND_COORDINATOR) for t in (INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT)],
-        *[(t, 15, V.FIND_COORDINATOR) for t in (INIT_PRODUCER_ID, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT)],
-        *[(t, 14, V.RETRY) for t in (INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT)],
-        *[(t, 51, V.RETRY) for t in (INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN)],
-        *[(t, 90, V.FENCED) for t in (INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT)],
-        *[(t, 47, V.FENCED) for t in (INIT_PRODUCER_ID, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT)],
-        (END_TXN, 48, V.FATAL),
-        (ADD_PARTITIONS_TO_TXN, 48, V.FATAL),
-        (END_TXN, 49, V.FATAL),
-        (END_TXN, 59, V.ABORTABLE_IF_POSSIBLE),
-        (ADD_PARTITIONS_TO_TXN, 59, V.ABORTABLE_IF_POSSIBLE),
-        (ADD_PARTITIONS_TO_TXN, 29, V.ABORTABLE),
-        (ADD_PARTITIONS_TO_TXN, 55, V.ABORTABLE),
-        (ADD_OFFSETS_TO_TXN, 30, V.ABORTABLE),
-        (TXN_OFFSET_COMMIT, 25, V.ABORTABLE),
-        (TXN_OFFSET_COMMIT, 22, V.ABORTABLE),
-        (TXN_OFFSET_COMMIT, 82, V.ABORTABLE),
-        (TXN_OFFSET_COMMIT, 7, V.FIND_COORDINATOR),
-        (TXN_OFFSET_COMMIT, 53, V.FATAL),
-        (END_TXN, 120, V.ABORTABLE),
-        (END_TXN, 53, V.FATAL),
-        (FIND_COORDINATOR, 15, V.RETRY),
-        (FIND_COORDINATOR, 53, V.FATAL),
-        (FIND_COORDINATOR, 30, V.ABORTABLE),
-        (END_TXN, 42, V.FATAL),  # INVALID_REQUEST: unexpected, so fatal
+        *[(t, E.NONE, V.DONE) for t in (INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN)],
+        *[
+            (t, E.NOT_COORDINATOR, V.FIND_COORDINATOR)
+            for t in (INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT)
+        ],
+        *[
+            (t, E.COORDINATOR_NOT_AVAILABLE, V.FIND_COORDINATOR)
+            for t in (INIT_PRODUCER_ID, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT)
+        ],
+        *[
+            (t, E.COORDINATOR_LOAD_IN_PROGRESS, V.RETRY)
+            for t in (INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT)
+        ],
+        *[
+            (t, E.CONCURRENT_TRANSACTIONS, V.RETRY)
+            for t in (INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN)
+        ],
+        *[
+            (t, E.PRODUCER_FENCED, V.FENCED)
+            for t in (INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT)
+        ],
+        *[
+            (t, E.INVALID_PRODUCER_EPOCH, V.FENCED)
+            for t in (INIT_PRODUCER_ID, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT)
+        ],
+        (END_TXN, E.INVALID_TXN_STATE, V.FATAL),
+        (ADD_PARTITIONS_TO_TXN, E.INVALID_TXN_STATE, V.FATAL),
+        (END_TXN, E.INVALID_PRODUCER_ID_MAPPING, V.FATAL),
+        (END_TXN, E.UNKNOWN_PRODUCER_ID, V.ABORTABLE_IF_POSSIBLE),
+        (ADD_PARTITIONS_TO_TXN, E.UNKNOWN_PRODUCER_ID, V.ABORTABLE_IF_POSSIBLE),
+        (ADD_PARTITIONS_TO_TXN, E.TOPIC_AUTHORIZATION_FAILED, V.ABORTABLE),
+        (ADD_PARTITIONS_TO_TXN, E.OPERATION_NOT_ATTEMPTED, V.ABORTABLE),
+        (ADD_OFFSETS_TO_TXN, E.GROUP_AUTHORIZATION_FAILED, V.ABORTABLE),
+        (TXN_OFFSET_COMMIT, E.UNKNOWN_MEMBER_ID, V.ABORTABLE),
+        (TXN_OFFSET_COMMIT, E.ILLEGAL_GENERATION, V.ABORTABLE),
+        (TXN_OFFSET_COMMIT, E.FENCED_INSTANCE_ID, V.ABORTABLE),
+        (TXN_OFFSET_COMMIT, E.REQUEST_TIMED_OUT, V.FIND_COORDINATOR),
+        (TXN_OFFSET_COMMIT, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, V.FATAL),
+        (END_TXN, E.TRANSACTION_ABORTABLE, V.ABORTABLE),
+        (END_TXN, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, V.FATAL),
+        (FIND_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, V.RETRY),
+        (FIND_COORDINATOR, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, V.FATAL),
+        (FIND_COORDINATOR, E.GROUP_AUTHORIZATION_FAILED, V.ABORTABLE),
+        (END_TXN, E.INVALID_REQUEST, V.FATAL),  # INVALID_REQUEST: unexpected, so fatal
         (END_TXN, 9999, V.FATAL),  # a code from a newer broker
     ],
 )
@@ -222,6 +242,12 @@ def test_verdicts_follow_javas_handlers(table: object, code: int, expected: Verd
 
 
 def test_produce_failures_that_end_the_producer() -> None:
-    assert [code for code in range(-1, 130) if produce_failure_is_fatal(code)] == [31, 35, 49, 53, 90]
+    assert [code for code in ErrorCode if produce_failure_is_fatal(code)] == [
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        E.UNSUPPORTED_VERSION,
+        E.INVALID_PRODUCER_ID_MAPPING,
+        E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        E.PRODUCER_FENCED,
+    ]
     assert not produce_failure_is_fatal(None)
-    assert not produce_failure_is_fatal(47), "KIP-588: INVALID_PRODUCER_EPOCH on Produce is abortable"
+    assert not produce_failure_is_fatal(E.INVALID_PRODUCER_EPOCH), "KIP-588: abortable on Produce"

@@ -14,6 +14,7 @@ import pytest
 from transactions_helpers import coordinator_of, last_stable_offsets, set_transaction_version, values
 
 from aioproducer import Producer
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import (
     KafkaError,
     ProducerFencedError,
@@ -204,7 +205,7 @@ async def test_stale_consumer_generation_is_refused_and_only_aborts(
             with pytest.raises(TransactionRequiresAbortError) as refused:
                 await producer.send_offsets_to_transaction({(source, 0): 0}, stale)
             assert isinstance(refused.value.__cause__, KafkaError)
-            assert refused.value.__cause__.code in (22, 25)
+            assert refused.value.__cause__.code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID)
             await producer.abort_transaction()
             async with producer.transaction():
                 await producer.send_offsets_to_transaction({(source, 0): 0}, live)

@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from aioproducer import Producer
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import (
     ProducerFencedError,
     TransactionAbortedError,
@@ -31,13 +32,13 @@ ADD_OFFSETS = int(ApiKey.ADD_OFFSETS_TO_TXN)
 TXN_OFFSETS = int(ApiKey.TXN_OFFSET_COMMIT)
 PRODUCE = int(ApiKey.PRODUCE)
 
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-TOPIC_AUTHORIZATION_FAILED = 29
-CONCURRENT_TRANSACTIONS = 51
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-PRODUCER_FENCED = 90
+COORDINATOR_LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+COORDINATOR_NOT_AVAILABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE
+NOT_COORDINATOR = ErrorCode.NOT_COORDINATOR
+TOPIC_AUTHORIZATION_FAILED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+CONCURRENT_TRANSACTIONS = ErrorCode.CONCURRENT_TRANSACTIONS
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+PRODUCER_FENCED = ErrorCode.PRODUCER_FENCED
 DISCONNECT = -195  # librdkafka's _TRANSPORT: the mock broker closes the connection instead of answering
 
 
@@ -268,11 +269,11 @@ async def test_a_record_kafka_refuses_fails_the_commit_then_abort_recovers(clust
     async with producer(cluster) as p:
         await p.begin_transaction()
         await p.send("t", b"fine", partition=1)
-        cluster.push_request_errors(PRODUCE, 87)
+        cluster.push_request_errors(PRODUCE, ErrorCode.INVALID_RECORD)
         doomed = [await p.enqueue("t", b"d%d" % i, partition=0) for i in range(3)]
         with pytest.raises(TransactionRequiresAbortError) as failed:
             await p.commit_transaction()
-        assert failed.value.__cause__ is not None and failed.value.__cause__.code == 87
+        assert failed.value.__cause__ is not None and failed.value.__cause__.code == ErrorCode.INVALID_RECORD
         for delivery in doomed:
             with pytest.raises(Exception):  # noqa: B017 - the refused batch's error, or aborted
                 await delivery
@@ -298,7 +299,7 @@ async def test_close_after_a_failed_commit_aborts_the_transaction(cluster: MockC
     await p.start()
     await p.begin_transaction()
     await p.enqueue("t", b"refused when the commit sends it", partition=0)
-    cluster.push_request_errors(PRODUCE, 87)
+    cluster.push_request_errors(PRODUCE, ErrorCode.INVALID_RECORD)
     with pytest.raises(TransactionTimeoutError):
         await p.commit_transaction(timeout=0)
     assert p._txn is not None and p._txn._operation is not None

@@ -21,22 +21,21 @@ from typing import Any
 from aioproducer.cli.diagnose import Context, diagnose
 from aioproducer.cli.display import Display
 from aioproducer.cli.options import add_connection_options, producer_settings
-from aioproducer.cluster import parse_address
 from aioproducer.config import ProducerConfig
+from aioproducer.config_values import split_address
 from aioproducer.connection import BrokerConnection
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import AioProducerError, ConnectionFailedError
 from aioproducer.kafka_errors import kafka_error
 from aioproducer.metadata import ClusterMetadata
 from aioproducer.producer import Producer
 from aioproducer.protocol import ApiKey
-from aioproducer.security.sasl import SaslCredentials
 from aioproducer.security.tls import client_context, tls_failure
 
 __all__ = ["Step", "add_parser", "run"]
 
 # Metadata answers these while a topic is being created (auto-creation): wait for it a little.
-_TOPIC_SETTLING = frozenset({5, 6})
-_UNKNOWN_TOPIC = 3
+_TOPIC_SETTLING = frozenset({ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER})
 _TOPIC_WAIT_S = 5.0
 _APIS_SHOWN = (ApiKey.PRODUCE, ApiKey.METADATA, ApiKey.INIT_PRODUCER_ID)
 
@@ -89,7 +88,7 @@ class _Checker:
     def _show(self, step: Step) -> None:
         self.steps.append(step)
         if not self.args.json:
-            self.display.check_step(step)
+            self.display.check_step(step.name, step.ok, step.detail, step.hint)
 
     async def connect(self, host: str, port: int, *, sasl: bool) -> BrokerConnection:
         return await BrokerConnection.open(
@@ -99,13 +98,13 @@ class _Checker:
             request_timeout_ms=self.timeout_ms,
             connect_timeout_ms=self.timeout_ms,
             ssl_context=client_context(self.cfg),
-            sasl=SaslCredentials.from_config(self.cfg) if sasl else None,
+            sasl=self.cfg.sasl_credentials if sasl else None,
         )
 
     # -- the bootstrap server, layer by layer -------------------------------------------------------------------
     async def bootstrap(self, address: str) -> BrokerConnection | None:
         """TCP, TLS, Kafka, SASL against one bootstrap address; the working connection, or None."""
-        host, port = parse_address(address)
+        host, port = split_address(address)
         started = time.perf_counter()
         try:
             _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), self.args.timeout)
@@ -216,14 +215,17 @@ class _Checker:
                 return False
             cluster = ClusterMetadata.from_response(response)
             info = cluster.topics.get(topic)
-            code = cluster.topic_errors.get(topic, 0)
-            if info is not None and info.num_partitions and not code:
+            code = cluster.topic_errors.get(topic, ErrorCode.NONE)
+            if info is not None and info.num_partitions and code == ErrorCode.NONE:
                 leaders = ", ".join(f"{p.partition}→{p.leader}" for p in info.partitions)
                 self.passed(f"topic {topic}", f"{info.num_partitions} partitions (leaders {leaders})")
                 return True
-            if code not in _TOPIC_SETTLING and (code or time.monotonic() >= deadline):
+            if code not in _TOPIC_SETTLING and (code != ErrorCode.NONE or time.monotonic() >= deadline):
                 self.failed(
-                    f"topic {topic}", "topic", address, kafka_error(code or 3, f"topic {topic!r}: error {code}")
+                    f"topic {topic}",
+                    "topic",
+                    address,
+                    kafka_error(code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r}: error {code}"),
                 )
                 return False
             if time.monotonic() >= deadline:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import (
     AioProducerError,
     AuthenticationError,
@@ -23,15 +24,6 @@ from aioproducer.errors import (
 )
 
 __all__ = ["Context", "diagnose"]
-
-# Kafka error codes (Java's Errors enum) the rules below name.
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-_NOT_ENOUGH_REPLICAS = (19, 20)
-_TOPIC_AUTHORIZATION_FAILED = 29
-_CLUSTER_AUTHORIZATION_FAILED = 31
-_UNSUPPORTED_SASL_MECHANISM = 33
-_ILLEGAL_SASL_STATE = 34
-_SASL_AUTHENTICATION_FAILED = 58
 
 
 @dataclass(frozen=True)
@@ -94,15 +86,15 @@ def diagnose(step: str, error: BaseException, ctx: Context) -> str:
             f"TLS listener, set security.protocol={'SASL_SSL' if sasl else 'SSL'}"
         )
     if step == "sasl":
-        if code == _UNSUPPORTED_SASL_MECHANISM:
+        if code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
             return "set sasl.mechanism (--sasl-mechanism) to one of the mechanisms the broker offers"
-        if code == _SASL_AUTHENTICATION_FAILED:
+        if code == ErrorCode.SASL_AUTHENTICATION_FAILED:
             return (
                 f"wrong username or password, or the user has no {ctx.sasl_mechanism} credentials on the broker "
                 "(SCRAM credentials exist per mechanism: kafka-configs --alter --add-config "
                 f"'{ctx.sasl_mechanism}=[password=...]' --entity-type users --entity-name NAME)"
             )
-        if code == _ILLEGAL_SASL_STATE or isinstance(error, UnsupportedVersionError):
+        if code == ErrorCode.ILLEGAL_SASL_STATE or isinstance(error, UnsupportedVersionError):
             return (
                 f"{ctx.address} is not a SASL listener: set security.protocol={'SSL' if tls else 'PLAINTEXT'}, "
                 "or use the broker's SASL port"
@@ -114,7 +106,7 @@ def diagnose(step: str, error: BaseException, ctx: Context) -> str:
             f"requires SASL; set security.protocol={'SASL_SSL' if tls else 'SASL_PLAINTEXT'}, sasl.mechanism "
             "and the credentials"
         )
-    if code == _UNKNOWN_TOPIC_OR_PARTITION:
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         create = (
             f"create it first (kafka-topics.sh --bootstrap-server {ctx.address} --create --topic {ctx.topic} "
             "--partitions N), or use an existing topic"
@@ -125,14 +117,14 @@ def diagnose(step: str, error: BaseException, ctx: Context) -> str:
             f"topic {ctx.topic!r} does not exist and the broker does not create topics on demand "
             f"(auto.create.topics.enable=false): {create}"
         )
-    if code == _TOPIC_AUTHORIZATION_FAILED:
+    if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
         return f"the principal may not use topic {ctx.topic!r}: grant it Describe and Write ACLs on the topic"
-    if code == _CLUSTER_AUTHORIZATION_FAILED:
+    if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
         return (
             "idempotent producing needs the IdempotentWrite ACL on the cluster on older brokers: grant it, or set "
             "enable.idempotence=false"
         )
-    if code in _NOT_ENOUGH_REPLICAS:
+    if code in (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
         return (
             "fewer replicas are in sync than the topic's min.insync.replicas: with acks=all nothing is written "
             "until brokers come back (or lower min.insync.replicas, or use acks=1)"

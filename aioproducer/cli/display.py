@@ -10,7 +10,7 @@ import contextlib
 import math
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -18,9 +18,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from aioproducer.cli.stats import RunSummary
-
-if TYPE_CHECKING:
-    from aioproducer.cli.check import Step
 
 __all__ = ["Display", "java_closing_line"]
 
@@ -77,11 +74,12 @@ class Display:
         self.stdout.print(table)
         self.stdout.out(java_closing_line(summary), highlight=False)
 
-    def check_step(self, step: Step) -> None:
-        mark = "[green]✓[/]" if step.ok else "[bold red]✗[/]"
-        self.stdout.print(f"{mark} [bold]{escape(step.name)}[/]: {escape(step.detail)}")
-        if step.hint:
-            self.stdout.print(f"  [yellow]→ {escape(step.hint)}[/]")
+    def check_step(self, name: str, ok: bool, detail: str, hint: str | None) -> None:
+        """One step of `aioproducer check`: passed or failed, what was seen, and the hint for a failure."""
+        mark = "[green]✓[/]" if ok else "[bold red]✗[/]"
+        self.stdout.print(f"{mark} [bold]{escape(name)}[/]: {escape(detail)}")
+        if hint:
+            self.stdout.print(f"  [yellow]→ {escape(hint)}[/]")
 
     def check_verdict(self, ok: bool, failures: int) -> None:
         if ok:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import ProtocolError, UnsupportedVersionError
 
 __all__ = ["Coordinator", "CoordinatorType", "coordinators_from_response", "find_coordinator_body"]
@@ -26,13 +27,13 @@ class CoordinatorType(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Coordinator:
-    """The broker coordinating one key, or the error that kept the broker from saying (`error_code` != 0)."""
+    """The broker coordinating one key, or the error that kept the broker from saying (`error_code` other than NONE)."""
 
     key: str
     node_id: int
     host: str
     port: int
-    error_code: int = 0
+    error_code: int = ErrorCode.NONE
     error_message: str | None = None
 
 

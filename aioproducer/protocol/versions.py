@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import ProtocolError, UnsupportedVersionError
 from aioproducer.protocol.api import SUPPORTED_VERSIONS, TRANSACTION_V2_VERSIONS, ApiKey
 from aioproducer.protocol.primitives import Reader
@@ -19,8 +20,6 @@ __all__ = [
     "negotiate_versions",
     "transaction_versions",
 ]
-
-_UNSUPPORTED_VERSION = 35
 
 
 def api_version_ranges(api_versions_response: Mapping[str, Any]) -> dict[int, tuple[int, int]]:
@@ -94,7 +93,7 @@ def api_versions_error_code(payload: bytes | memoryview) -> int:
 
 
 def api_versions_fallback_version(payload: bytes | memoryview, *, tried_version: int | None = None) -> int:
-    """Which ApiVersions version to retry with after an UNSUPPORTED_VERSION (35) answer.
+    """Which ApiVersions version to retry with after an UNSUPPORTED_VERSION answer.
 
     Mirrors Java's NetworkClient.handleApiVersionsResponse: a broker answers a too-new ApiVersions request with
     a v0-shaped body listing its own ApiVersions range; retry at that max (capped at ours), else at v0. The body
@@ -102,7 +101,7 @@ def api_versions_fallback_version(payload: bytes | memoryview, *, tried_version:
     answer is always lower than it, so a confused peer cannot loop the handshake; when there is nothing lower
     to try, UnsupportedVersionError.
     """
-    if api_versions_error_code(payload) != _UNSUPPORTED_VERSION:
+    if api_versions_error_code(payload) != ErrorCode.UNSUPPORTED_VERSION:
         raise ProtocolError("the ApiVersions response is not an UNSUPPORTED_VERSION error; nothing to fall back from")
     our_low, our_high = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
     advertised = _advertised_api_versions_max(payload)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import AuthenticationError, UnsupportedVersionError
 from aioproducer.kafka_errors import kafka_error
 from aioproducer.protocol import ApiKey
@@ -17,8 +18,6 @@ from aioproducer.security.sasl import SaslCredentials
 __all__ = ["Request", "authenticate"]
 
 Request = Callable[[ApiKey, Mapping[str, Any], int], Awaitable[dict[str, Any]]]
-
-_UNSUPPORTED_SASL_MECHANISM = 33
 
 
 async def authenticate(
@@ -45,7 +44,7 @@ async def authenticate(
     while message is not None:
         response = await request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": message}, authenticate_version)
         code = response["error_code"]
-        if code:
+        if code != ErrorCode.NONE:
             detail = response["error_message"] or kafka_error(code)
             server_error = getattr(client, "server_error", None)
             status = f" (server status: {server_error})" if server_error else ""
@@ -62,9 +61,9 @@ async def authenticate(
 
 def _check_handshake(response: Mapping[str, Any], mechanism: str, broker: str) -> None:
     code = response["error_code"]
-    if code == 0:
+    if code == ErrorCode.NONE:
         return
-    if code == _UNSUPPORTED_SASL_MECHANISM:
+    if code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
         offered = ", ".join(response["mechanisms"]) or "none"
         raise AuthenticationError(
             f"broker {broker} does not enable SASL mechanism {mechanism}; it offers: {offered}"

@@ -11,12 +11,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from inspect import isawaitable
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
-from aioproducer.errors import AuthenticationError, ConfigError
-
-if TYPE_CHECKING:
-    from aioproducer.config import ProducerConfig
+from aioproducer.errors import AioProducerError, AuthenticationError, ConfigError
 
 __all__ = [
     "OAuthBearerClient",
@@ -179,18 +176,6 @@ class SaslCredentials:
         user = f", username={self.username!r}" if self.username is not None else ""
         return f"SaslCredentials({self.mechanism}{user}, ***)"
 
-    @classmethod
-    def from_config(cls, config: ProducerConfig) -> SaslCredentials | None:
-        """The credentials of a SASL_* config (validated by ProducerConfig), else None."""
-        if config.sasl_mechanism is None or not config.security_protocol.startswith("SASL_"):
-            return None
-        return cls(
-            config.sasl_mechanism,
-            config.sasl_plain_username,
-            config.sasl_plain_password,
-            config.sasl_oauth_token_provider,
-        )
-
     async def new_client(self) -> SaslClient:
         if self.mechanism == "OAUTHBEARER":
             return OAuthBearerClient(await self._token())
@@ -203,8 +188,16 @@ class SaslCredentials:
     async def _token(self) -> str | OAuthBearerToken:
         if self.token_provider is None:
             raise ConfigError("SASL OAUTHBEARER needs sasl_oauth_token_provider")
-        pending: Any = self.token_provider()
-        if not isawaitable(pending):
-            raise ConfigError("sasl_oauth_token_provider must be an async function (it returned a non-awaitable)")
-        token: str | OAuthBearerToken = await pending
+        try:
+            pending: Any = self.token_provider()
+            if not isawaitable(pending):
+                raise ConfigError("sasl_oauth_token_provider must be an async function (it returned a non-awaitable)")
+            token: str | OAuthBearerToken = await pending
+        except AioProducerError:
+            raise
+        except Exception as exc:
+            # The user's exception stays the cause; its text is left out of ours, as it may hold a credential.
+            raise AuthenticationError(
+                f"sasl_oauth_token_provider raised {type(exc).__name__}: no OAUTHBEARER token"
+            ) from exc
         return token

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import AioProducerError, KafkaTimeoutError, ProtocolError, UnknownPartitionError
 from aioproducer.testing import kafka_admin
 
@@ -35,7 +36,7 @@ TIMESTAMP_CREATE_TIME = 1
 TIMESTAMP_LOG_APPEND_TIME = 2
 
 # librdkafka codes for a batch that does not decode or fails its CRC, and Kafka's CORRUPT_MESSAGE.
-_BAD_MESSAGE_CODES = frozenset({-199, -198, 2})
+_BAD_MESSAGE_CODES = frozenset({-199, -198, ErrorCode.CORRUPT_MESSAGE})
 _PARTITION_EOF = -191
 _POLL_S = 0.1
 
