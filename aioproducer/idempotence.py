@@ -51,11 +51,14 @@ R9  A broken stream restarts. Batches tracked from the break on were never writt
     locally (KIP-360, Java: bumpIdempotentProducerEpoch) unless the producer's is already newer than the stream's;
     at epoch 32767, or once a broker refused a locally bumped epoch (Tansu answers PRODUCER_FENCED), a new producer
     id is asked for instead. Other partitions take the new identity by R5.
-R10 Transactions: a transactional producer never bumps or renumbers on its own. A failed batch, an
-    OUT_OF_ORDER_SEQUENCE_NUMBER for the next batch, an UNKNOWN_PRODUCER_ID outside retention, or an unresolved
-    hole make the producer's state *abortable* (epoch bump required, when the coordinator can bump it) or *fatal*;
-    the new identity after the abort (`set_producer_id`) restarts every stream. CLUSTER_AUTHORIZATION_FAILED,
-    PRODUCER_FENCED and UNSUPPORTED_VERSION are fatal (Java: maybeTransitionToErrorState).
+R10 Transactions: a transactional producer never bumps or renumbers on its own. A stamped batch failing for good (an
+    OUT_OF_ORDER_SEQUENCE_NUMBER for the next batch, an UNKNOWN_PRODUCER_ID outside retention, a final error, a
+    timeout, an abort) breaks its stream there, and a broken stream needs a new epoch from the coordinator
+    (`ProducerIdentity.epoch_bump_required`): InitProducerId with the current id and epoch after the abort under
+    transaction version 1, EndTxn v5's new epoch under version 2, or, for a coordinator that cannot bump, the end of
+    the producer. The new identity (`set_producer_id`) restarts every stream. Whether a failed batch makes the
+    transaction abortable or the producer fatal is the transaction state machine's verdict (Java:
+    maybeTransitionToErrorState), never this module's.
 
 On purpose, unlike Java (each where Java can write a record twice or out of order): a break renumbers only the
 batches from the break on, once nothing of the partition is on the wire (Java rewrites every in-flight batch of the
@@ -76,6 +79,7 @@ from typing import Protocol
 
 from .errors import DeliveryTimeoutError
 from .kafka_errors import kafka_error
+from .producer_identity import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdentity
 
 __all__ = [
     "IDLE_PROBE_MS",
@@ -86,14 +90,13 @@ __all__ = [
     "Action",
     "Decision",
     "IdempotenceState",
+    "ProducerIdentity",
     "SequencedBatch",
     "wire_sequence",
 ]
 
 log = logging.getLogger("aioproducer.idempotence")
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 # ProducerStateEntry.NUM_BATCHES_TO_RETAIN: how many of a producer's last batches a broker keeps per partition to
 # recognise a resend. More batches tracked at once could make a written, unacknowledged one unrecognisable.
@@ -112,9 +115,6 @@ _UNKNOWN_PRODUCER_ID = 59
 _PRODUCER_FENCED = 90
 # R7: answers after which the broker may have appended the batch (locally, or to too few replicas).
 _MAYBE_APPENDED = frozenset({-1, 7, 13, 20, 56})
-# R10: Java's maybeTransitionToErrorState: fatal whatever the producer (ClusterAuthorizationException,
-# TransactionalIdAuthorizationException, ProducerFencedException, UnsupportedVersionException).
-_FATAL = frozenset({31, 53, _PRODUCER_FENCED, 35})
 
 TopicPartition = tuple[str, int]
 
@@ -209,45 +209,47 @@ class IdempotenceState:
         retries: int = _MAX_RETRIES,
         delivery_timeout_ms: int = 120_000,
         transactional_id: str | None = None,
+        identity: ProducerIdentity | None = None,
     ) -> None:
         self.enabled = enabled or transactional_id is not None
         self.transactional_id = transactional_id
         self.retries = retries
         self.delivery_timeout_ms = delivery_timeout_ms
-        self.producer_id = NO_PRODUCER_ID
-        self.producer_epoch = NO_PRODUCER_EPOCH
-        # R1/R9: InitProducerId must be (re)sent; set at start, at epoch exhaustion, after a refused local bump.
-        self.needs_producer_id = self.enabled
+        # R1/R9: the producer id and epoch, shared with the transaction state machine of a transactional producer.
+        self.identity = identity if identity is not None else ProducerIdentity(needs_producer_id=self.enabled)
         self.local_bumps_refused = False
         self._granted_epoch = NO_PRODUCER_EPOCH  # the epoch the broker gave; above it, bumped locally
-        # R10: the next identity must come from the coordinator with a bumped epoch (KIP-360).
-        self.epoch_bump_required = False
-        self.can_bump_epoch = True  # transactions: whether the coordinator speaks InitProducerId v3+
-        self.fatal_error: BaseException | None = None
-        self.abortable_error: BaseException | None = None
         self._streams: dict[TopicPartition, _Stream] = {}
         self._attention: set[TopicPartition] = set()  # unresolved or broken partitions (maybe_resolve)
 
     # -- identity (R1, R9, R10) ---------------------------------------------------------------------------------
+    @property
+    def producer_id(self) -> int:
+        return self.identity.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.identity.producer_epoch
+
+    @property
+    def needs_producer_id(self) -> bool:
+        """R1/R9: InitProducerId must be (re)sent: at start, at epoch exhaustion, after a refused local bump."""
+        return self.identity.needs_producer_id
+
     @property
     def transactional(self) -> bool:
         return self.transactional_id is not None
 
     @property
     def has_producer_id(self) -> bool:
-        return not self.enabled or self.producer_id != NO_PRODUCER_ID
+        return not self.enabled or self.identity.known
 
     def set_producer_id(self, producer_id: int, producer_epoch: int) -> None:
         """A new identity from InitProducerId (or EndTxn v5). Streams move to it when quiet (R5); broken ones at
         their restart (R9); for transactions, every quiet stream is reset at once."""
-        if (producer_id, producer_epoch) != (self.producer_id, self.producer_epoch):
-            log.info("producer id %d, epoch %d", producer_id, producer_epoch)
-        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self.identity.adopt(producer_id, producer_epoch)
         self._granted_epoch = producer_epoch
-        self.needs_producer_id = False
-        self.epoch_bump_required = False
         if self.transactional:
-            self.abortable_error = None
             for tp, stream in list(self._streams.items()):
                 if not stream.tracked and not stream.on_wire:
                     del self._streams[tp]
@@ -256,16 +258,17 @@ class IdempotenceState:
     def _bump(self) -> bool:
         """Make the producer's identity newer than every stream's (R9): True when done, False when a new id (or,
         for transactions, a bumped epoch from the coordinator) must be asked for first."""
+        identity = self.identity
         if self.transactional:
-            self.epoch_bump_required = True
+            identity.require_epoch_bump()
             return False
-        if self.needs_producer_id:
+        if identity.needs_producer_id:
             return False
-        if self.producer_epoch >= _MAX_EPOCH or self.local_bumps_refused:
-            self.needs_producer_id = True
+        if identity.producer_epoch >= _MAX_EPOCH or self.local_bumps_refused:
+            identity.needs_producer_id = True
             return False
-        self.producer_epoch += 1
-        log.info("producer id %d: epoch bumped to %d (KIP-360)", self.producer_id, self.producer_epoch)
+        identity.producer_epoch += 1
+        log.info("producer id %d: epoch bumped to %d (KIP-360)", identity.producer_id, identity.producer_epoch)
         return True
 
     # -- draining (R4, R5) --------------------------------------------------------------------------------------
@@ -278,7 +281,7 @@ class IdempotenceState:
             if stream is None or not stream.tracked or stream.tracked[0] is not batch:
                 return False
             return stream.broken_at is None or batch.base_sequence < stream.broken_at
-        if self.needs_producer_id or self.producer_id == NO_PRODUCER_ID or self.fatal_error is not None:  # R1
+        if self.identity.needs_producer_id or not self.identity.known:  # R1
             return False
         if stream is None:
             return True
@@ -499,7 +502,7 @@ class IdempotenceState:
             log.info("the broker refused a locally bumped epoch (%s): asking for a new producer id", error)
             self.local_bumps_refused = True
             if (stream.producer_id, stream.producer_epoch) == (self.producer_id, self.producer_epoch):
-                self.needs_producer_id = True
+                self.identity.needs_producer_id = True
             batch.maybe_written = False
             self._break(stream, batch.tp, stream.tracked[0].base_sequence)
             return True
@@ -516,8 +519,6 @@ class IdempotenceState:
 
     def _fail(self, batch: SequencedBatch, stream: _Stream | None, code: int, error: BaseException) -> None:
         """The batch failed for good with `error` (`code` -1: not an error answer): R8, R9, R10."""
-        if self.transactional:
-            self._transition_to_error(code, error)
         if stream is None or batch not in stream.tracked:
             return
         stream.tracked.remove(batch)
@@ -530,6 +531,7 @@ class IdempotenceState:
         if self.transactional:
             # R10: the abort that follows restarts the stream under the coordinator's new epoch.
             stream.broken_at = batch.base_sequence if stream.broken_at is None else stream.broken_at
+            self.identity.require_epoch_bump()
         elif stream.broken_at is not None:
             if not batch.maybe_written and batch.base_sequence < stream.broken_at:
                 stream.broken_at = batch.base_sequence  # nothing after it can have been written either
@@ -539,17 +541,6 @@ class IdempotenceState:
                 stream.unresolved_next = max(stream.unresolved_next or 0, end)
         else:
             self._break(stream, batch.tp, batch.base_sequence)
-
-    def _transition_to_error(self, code: int, error: BaseException) -> None:
-        """R10 (Java: maybeTransitionToErrorState)."""
-        if self.fatal_error is not None:
-            return
-        if code in _FATAL:
-            self.fatal_error = error
-        elif self.abortable_error is None:
-            self.abortable_error = error
-            if self.can_bump_epoch:
-                self.epoch_bump_required = True
 
     def _break(self, stream: _Stream, tp: TopicPartition, sequence: int) -> None:
         stream.broken_at = sequence if stream.broken_at is None else min(stream.broken_at, sequence)
@@ -568,8 +559,6 @@ class IdempotenceState:
             if stream.unresolved_next is not None and quiet:
                 if stream.last_acked + 1 >= stream.unresolved_next:
                     stream.unresolved_next = None
-                elif self.transactional:
-                    self._unresolved_transaction(stream)
                 else:
                     log.info("%s-%d: batches failed whose fate is unknown; restarting its sequences", *tp)
                     self._break(stream, tp, stream.next_sequence)
@@ -581,16 +570,6 @@ class IdempotenceState:
                 self._restart(stream, tp)
             if stream.unresolved_next is None and stream.broken_at is None:
                 self._attention.discard(tp)
-
-    def _unresolved_transaction(self, stream: _Stream) -> None:
-        """R10 (Java: maybeResolveSequences, transactional branch)."""
-        stream.unresolved_next = None
-        message = "The client hasn't received acknowledgment for some previously sent messages and can no longer retry"
-        if self.can_bump_epoch:
-            self.epoch_bump_required = True
-            self.abortable_error = self.abortable_error or RuntimeError(message + " them: abort the transaction")
-        else:
-            self.fatal_error = self.fatal_error or RuntimeError(message + " them: it isn't safe to continue")
 
     def _restart(self, stream: _Stream, tp: TopicPartition) -> None:
         """R9: renumber the tracked batches (all from the break on) from 0 under a newer identity."""

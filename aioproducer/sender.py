@@ -96,7 +96,9 @@ class Sender:
         self._init_pid_retry_ms = 0
         self._next_expiry_ms = 0
         self._failure_log = _FailureLog(log)
-        self.fatal_error: AioProducerError | None = None
+        # The last InitProducerId refusal (idempotent producer): queued records failed with it, and the next attempt
+        # waits retry_backoff_max_ms. Not a state of the producer: records sent later ask again.
+        self._producer_id_refused: AioProducerError | None = None
         self.on_batch_done: Callable[[], None] = lambda: None
         # Set for a transactional producer: it owns the producer id (InitProducerId goes to the transaction
         # coordinator) and says which partitions may be sent and with which Produce version.
@@ -199,7 +201,7 @@ class Sender:
         try:
             if await self._request_producer_id(conn):
                 return
-            base = self._config.retry_backoff_max_ms if self.fatal_error else self._config.retry_backoff_ms
+            base = self._config.retry_backoff_max_ms if self._producer_id_refused else self._config.retry_backoff_ms
             self._init_pid_retry_ms = monotonic_ms() + int(base * self._rng.uniform(0.8, 1.2))
         finally:
             self.wake()
@@ -212,14 +214,14 @@ class Sender:
             return False
         error = response["error_code"]
         if error == 0:
-            self.fatal_error = None
+            self._producer_id_refused = None
             self._idem.set_producer_id(response["producer_id"], response["producer_epoch"])
             self._observer.producer_id_set(response["producer_id"], response["producer_epoch"], False)
             return True
         if not kafka_error(error).retriable:
             # e.g. CLUSTER_AUTHORIZATION_FAILED: what is queued fails now; later records ask again after a backoff.
-            self.fatal_error = kafka_error(error, f"InitProducerId failed with error {error}")
-            self.fail_queued(self.fatal_error)
+            self._producer_id_refused = kafka_error(error, f"InitProducerId failed with error {error}")
+            self.fail_queued(self._producer_id_refused)
         return False
 
     # -- sending ------------------------------------------------------------------------------------------------

@@ -19,6 +19,9 @@ from aioproducer.idempotence import (
     wire_sequence,
 )
 from aioproducer.kafka_errors import OutOfOrderSequenceNumberError, ProducerFencedError
+from aioproducer.transactions_state import State as TxnState
+from aioproducer.transactions_state import TransactionState
+from aioproducer.transactions_verdicts import produce_failure_is_fatal
 
 TP = ("t", 0)
 OTHER = ("t", 1)
@@ -423,19 +426,45 @@ def test_without_idempotence_nothing_is_stamped_and_answers_are_only_classified(
     assert idem.on_response(batch, 87, 0).action is Action.FAIL
 
 
-def test_transactional_errors_make_the_state_abortable_or_fatal() -> None:  # R10
+def test_a_transactional_failure_breaks_the_stream_and_asks_the_coordinator_for_a_new_epoch() -> None:  # R10
     idem = state(transactional_id="tx")
     warm, a, b = Batch(), Batch(), Batch()
     send(idem, warm)
     answer(idem, warm, NONE)
+    assert not idem.identity.epoch_bump_required
     send(idem, a, b)
     decision = idem.on_response(a, OUT_OF_ORDER, 0)
     assert decision.action is Action.FAIL  # Java: no retry for the next batch's OUT_OF_ORDER in a transaction
-    assert isinstance(idem.abortable_error, OutOfOrderSequenceNumberError) and idem.epoch_bump_required
+    assert isinstance(decision.error, OutOfOrderSequenceNumberError) and idem.identity.epoch_bump_required
     idem.maybe_resolve()
     assert idem.producer_epoch == 0 and b.stamp == (7, 0, 2)  # no local bump: the coordinator gives the epoch
-    assert idem.on_response(b, FENCED, 0).action is Action.FAIL
-    assert isinstance(idem.fatal_error, ProducerFencedError)
+    fenced = idem.on_response(b, FENCED, 0)
+    # Whether that ends the producer is the transaction state machine's verdict (transactions_verdicts), not R10's.
+    assert fenced.action is Action.FAIL and isinstance(fenced.error, ProducerFencedError)
+    assert produce_failure_is_fatal(FENCED) and not produce_failure_is_fatal(OUT_OF_ORDER)
+    idem.set_producer_id(7, 1)  # the coordinator's bumped epoch
+    assert not idem.identity.epoch_bump_required
+    c = Batch()
+    send(idem, c)
+    assert c.stamp == (7, 1, 0)
+
+
+def test_a_transactional_failure_of_a_batch_never_sent_needs_no_new_epoch() -> None:  # R10
+    idem = state(transactional_id="tx")
+    never = Batch()
+    idem.on_abandoned([never], TransportError("aborted"))
+    assert not idem.identity.epoch_bump_required
+
+
+def test_the_sequence_rules_and_the_transaction_share_one_identity() -> None:
+    idem = state(transactional_id="tx")
+    txn = TransactionState("tx", idem.identity)
+    a = Batch()
+    send(idem, a)
+    idem.on_abandoned([a], TransportError("aborted"))  # a stamped batch abandoned: its stream is broken
+    assert txn.epoch_bump_required, "the state machine sees the bump the sequence rules asked for"
+    txn.state = TxnState.ABORTING
+    assert txn.transaction_ended() is TxnState.INITIALIZING
 
 
 def test_a_transactional_identity_from_end_txn_restarts_quiet_streams() -> None:  # R10 (EndTxn v5)
@@ -446,4 +475,4 @@ def test_a_transactional_identity_from_end_txn_restarts_quiet_streams() -> None:
     idem.set_producer_id(7, 1)
     b = Batch()
     send(idem, b)
-    assert b.stamp == (7, 1, 0) and idem.abortable_error is None
+    assert b.stamp == (7, 1, 0) and not idem.identity.epoch_bump_required
