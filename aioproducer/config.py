@@ -16,17 +16,20 @@ from typing import Any, Literal, TypeAlias
 from aioproducer.config_values import (
     COMPRESSION_LEVELS,
     PartitionerLike,
+    Secret,
     level_allowed,
     levels_text,
     parse_acks,
     parse_bool,
     parse_bootstrap,
     parse_choice,
+    parse_client_id,
     parse_interceptors,
     parse_level,
     parse_optional_bool,
     parse_optional_int,
     parse_partitioner,
+    parse_secret,
     parse_serializer,
     parse_text,
     parse_transactional_id,
@@ -38,7 +41,7 @@ from aioproducer.security import oidc as _oidc
 from aioproducer.security import settings as _security
 from aioproducer.serializers import Serializer
 
-__all__ = ["COMPRESSION_LEVELS", "PartitionerLike", "ProducerConfig", "SerializerSpec"]
+__all__ = ["COMPRESSION_LEVELS", "PartitionerLike", "ProducerConfig", "Secret", "SerializerSpec"]
 
 
 SerializerSpec: TypeAlias = "Literal['bytes', 'str', 'json'] | Serializer | None"
@@ -140,12 +143,13 @@ class ProducerConfig:
     ssl_cafile: str | None = field(default=None, metadata={"java": "ssl.truststore.location"})
     ssl_certfile: str | None = field(default=None, metadata={"java": "ssl.keystore.location"})
     ssl_keyfile: str | None = field(default=None, metadata={"java": None})
-    ssl_password: str | None = field(default=None, metadata={"java": "ssl.key.password", "secret": True})
+    # Passwords are held as `Secret` (given as str): repr, asdict and copies of the config never show them.
+    ssl_password: Secret | None = field(default=None, metadata={"java": "ssl.key.password", "secret": True})
     ssl_check_hostname: bool = field(default=True, metadata={"java": "ssl.endpoint.identification.algorithm"})
     # SASL (SASL_PLAINTEXT, SASL_SSL). Java's sasl.jaas.config is read for its username and password.
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
     sasl_plain_username: str | None = field(default=None, metadata={"java": None})  # PLAIN and SCRAM
-    sasl_plain_password: str | None = field(default=None, metadata={"java": None, "secret": True})
+    sasl_plain_password: Secret | None = field(default=None, metadata={"java": None, "secret": True})
     sasl_oauth_token_provider: Callable[[], Awaitable[Any]] | None = field(default=None, metadata={"java": None})
     transactional_id: str | None = None  # a transactional producer: idempotence on, acks=all, <= 5 in flight
     transaction_timeout_ms: int = _int(60000, lowest=1)  # sent in InitProducerId; the coordinator aborts after it
@@ -386,7 +390,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     **dict.fromkeys(_INT_RANGES, _parse_int),
     **dict.fromkeys(_BOOLS, parse_bool),
     "bootstrap_servers": parse_bootstrap,
-    "client_id": parse_text,
+    "client_id": parse_client_id,
     "acks": parse_acks,
     "enable_idempotence": parse_optional_bool,
     "compression_type": lambda name, value: parse_choice(name, value, _COMPRESSION_TYPES),
@@ -401,7 +405,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "transactional_id": parse_transactional_id,
     "ssl_context": _security.parse_ssl_context,
     **dict.fromkeys(("ssl_cafile", "ssl_certfile", "ssl_keyfile"), _security.parse_path),
-    **dict.fromkeys(("ssl_password", "sasl_plain_password"), _security.parse_secret),
+    **dict.fromkeys(("ssl_password", "sasl_plain_password"), parse_secret),
     "ssl_check_hostname": _security.parse_check_hostname,
     "sasl_mechanism": _security.parse_mechanism,
     "sasl_plain_username": lambda name, value: None if value is None else parse_text(name, value),

@@ -187,7 +187,7 @@ class SaslCredentials:
         return cls(
             config.sasl_mechanism,
             config.sasl_plain_username,
-            config.sasl_plain_password,
+            None if config.sasl_plain_password is None else config.sasl_plain_password.reveal(),
             config.sasl_oauth_token_provider,
         )
 
