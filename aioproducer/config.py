@@ -107,8 +107,9 @@ class ProducerConfig:
     # How far a batch may grow past batch_size while it waits to be sent (all in-flight slots taken, a retry
     # ahead of it, a caller that has not yielded): batch_size stays the point at which a batch is ready to go, as
     # in Java, but records keep joining it until it is drained or reaches this bound, as KIP-782 proposed and
-    # librdkafka does. None: max(batch_size, min(256 KiB, max_request_size)). Set it to batch_size for Java's
-    # fixed batches. Not a Java setting.
+    # librdkafka does. None: max(batch_size, min(256 KiB, max_request_size)), and batch_size with acks=0 (no answer
+    # could tell that a grown batch was too large for its topic). Set it to batch_size for Java's fixed batches.
+    # Not a Java setting.
     batch_max_size: int | None = field(default=None, metadata={"java": None, "range": (1, _I32)})
     buffer_memory: int = _long(33554432)
     max_block_ms: int = _long(60000)
@@ -236,9 +237,16 @@ class ProducerConfig:
 
     @property
     def effective_batch_max_size(self) -> int:
-        """The bound a batch may grow to while it waits (`batch_max_size`, or its default)."""
+        """The bound a batch may grow to while it waits (`batch_max_size`, or its default).
+
+        With acks=0 batches stay at batch_size unless batch_max_size says otherwise: a broker refuses a batch over
+        the topic's max.message.bytes, and without an answer the only sign is a closed connection, so the split
+        that saves a grown batch under acks=1/all cannot happen and the records would be lost (Java's batches stay
+        at batch.size)."""
         if self.batch_max_size is not None:
             return self.batch_max_size
+        if self.acks == 0:
+            return self.batch_size
         grown = _GROWN_BATCH_DEFAULT if self.compression_type == "none" else _GROWN_COMPRESSED_BATCH_DEFAULT
         return max(self.batch_size, min(grown, self.max_request_size - _REQUEST_FRAMING_BYTES))
 

@@ -247,6 +247,9 @@ class Producer(TransactionalMethods):
             return
         if timeout is None and self.config.close_timeout_ms is not None:
             timeout = self.config.close_timeout_ms / 1000
+        # What is left of the timeout when the records are settled goes to the connections: bytes still in their
+        # buffers (requests written, not yet in the socket) get that long to reach it before the sockets close.
+        deadline = None if timeout is None else self._loop.time() + timeout
         self._begin_closing()
         try:
             if self._txn is not None:
@@ -260,7 +263,11 @@ class Producer(TransactionalMethods):
         except KafkaTimeoutError:
             log.warning("close(timeout=%s): failing records not delivered in time", timeout)
         finally:
-            await self._shutdown()
+            if deadline is None:
+                drain_s = self.config.request_timeout_ms / 1000
+            else:
+                drain_s = max(0.0, deadline - self._loop.time())
+            await self._shutdown(drain_s)
 
     def _begin_closing(self) -> None:
         """No more records: sends raise, waiting sends fail now, and every buffered batch is ready at once."""
@@ -271,18 +278,19 @@ class Producer(TransactionalMethods):
         self._cluster.fail_waiters(error)
         self._wake()
 
-    async def _shutdown(self) -> None:
-        """Stop the sender, close every connection, fail what is left; once, however many callers ask."""
+    async def _shutdown(self, drain_s: float = 0.0) -> None:
+        """Stop the sender, close every connection (each once its written bytes are in the socket, for at most
+        `drain_s`), fail what is left; once, however many callers ask."""
         if self._shutdown_task is None:
-            self._shutdown_task = self._loop.create_task(self._stop_everything(), name="aioproducer-shutdown")
+            self._shutdown_task = self._loop.create_task(self._stop_everything(drain_s), name="aioproducer-shutdown")
         await asyncio.shield(self._shutdown_task)
 
-    async def _stop_everything(self) -> None:
+    async def _stop_everything(self, drain_s: float = 0.0) -> None:
         try:
             self._sender.stop()
             if self._task is not None:
                 await asyncio.gather(self._task, return_exceptions=True)
-            await self._cluster.close()
+            await self._cluster.close(drain_s)
             await self._sender.close()
             await asyncio.sleep(0)  # let the failed in-flight requests settle back into the queues
             self._sender.fail_queued(

@@ -87,7 +87,7 @@ class Sender:
         self._waiter: asyncio.Future[None] | None = None
         self._wakeup_pending = False
         self._running = True
-        self._in_flight: set[asyncio.Future[dict[str, Any]]] = set()
+        self._in_flight: set[asyncio.Future[Any]] = set()
         # Batches in requests not answered yet, in send order: expired here after delivery_timeout_ms (Java's
         # getExpiredInflightBatches), their answer still read when it comes.
         self._on_wire: dict[ProducerBatch, None] = {}
@@ -374,17 +374,26 @@ class Sender:
         }
         try:
             version = None if txn is None else txn.produce_version(conn)
-            future = conn.send(ApiKey.PRODUCE, body, version=version, expect_response=self._acks != 0)
+            if self._acks == 0:
+                written = conn.send_unanswered(ApiKey.PRODUCE, body, version=version)
+            else:
+                future = conn.send(ApiKey.PRODUCE, body, version=version)
         except TransportError as exc:
             self._on_no_response(batches, exc, monotonic_ms())
             return
         # The observer reads the batches before they are settled; should it ever fail, the batches are still
         # answered (try/finally): observing must never cost a record its outcome.
-        if future is None:
+        if self._acks == 0:
             try:
                 self._observer.produce_sent(conn, batches, None)
             finally:
-                self._on_answer(batches, {}, monotonic_ms())  # acks=0: sent is done
+                # acks=0: sent is done, once the request is wholly in the socket (not merely handed to the
+                # transport, whose buffer a closed connection drops): Java completes it when its send completes.
+                if written.done():
+                    self._on_written(written, batches)
+                else:
+                    self._in_flight.add(written)
+                    written.add_done_callback(lambda f: self._on_written(f, batches))
             return
         self._in_flight.add(future)
         observed: Callable[[asyncio.Future[Any], int], None] | None = None
@@ -425,6 +434,22 @@ class Sender:
             self.wake()
         if observed is not None:  # the observer reads the batches as this answer settled them
             observed(future, now)
+
+    def _on_written(self, written: asyncio.Future[None], batches: list[ProducerBatch]) -> None:
+        """An acks=0 request is wholly in the socket (delivered, as far as anyone will know), or its connection
+        ended before (then it may have been written in part: retried within `retries`, as Java's NETWORK_EXCEPTION)."""
+        self._in_flight.discard(written)
+        now = monotonic_ms()
+        try:
+            error: BaseException | None = (
+                TransportError("request cancelled") if written.cancelled() else written.exception()
+            )
+            if error is not None:
+                self._on_no_response(batches, error, now)
+            else:
+                self._on_answer(batches, {}, now)
+        finally:
+            self.wake()
 
     def _on_no_response(self, batches: list[ProducerBatch], error: BaseException, now: int) -> None:
         for batch in batches:
