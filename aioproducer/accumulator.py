@@ -10,6 +10,7 @@ carries the `BatchOutcome` its records' delivery handles read, settled by the se
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -323,44 +324,67 @@ class RecordAccumulator:
                 position += 1
         queue.insert(position, batch)
 
-    def split(self, batch: ProducerBatch, idempotence: IdempotenceState) -> list[ProducerBatch]:
-        """Replace a batch the broker found too large by two halves, queued in its place (Java's
-        splitAndReenqueue); `idempotence` gives them consecutive slices of its sequence range (idempotence.R6).
+    def split(
+        self, batch: ProducerBatch, idempotence: IdempotenceState, at: Sequence[int] | None = None
+    ) -> list[ProducerBatch]:
+        """Replace a batch the broker refused by its parts, queued in its place (Java's splitAndReenqueue):
+        `at` gives the index of each part's first record after the first; by default two halves, for a batch too
+        large for the broker (its topic's batches stay at batch_size from then on). `idempotence` gives the parts
+        consecutive slices of its sequence range (idempotence.R6).
 
         The records are read back from the encoded batch (this path is rare; the hot path keeps no copies), and
-        the batch's outcome forwards each record's handle to its half. Whoever waits for the batch (flush, close)
-        is told once both halves are done. The halves go out at once: a split is not a retry.
+        the batch's outcome forwards each record's handle to its part (a chain of two-way forwards for more than
+        two). Whoever waits for the batch (flush, close) is told once every part is done. The parts go out at once:
+        a split is not a retry.
         """
-        self.fixed_size_topics.add(batch.topic)
         encoded = batch.close().encode()
         records = [r for b in read_batches(encoded) for r in b.records]
-        middle = len(records) // 2
-        halves: list[ProducerBatch] = []
-        for part in (records[:middle], records[middle:]):
+        if at is None:
+            self.fixed_size_topics.add(batch.topic)
+            at = [len(records) // 2]
+        bounds = [0, *sorted({i for i in at if 0 < i < len(records)}), len(records)]
+        parts: list[ProducerBatch] = []
+        for start, end in itertools.pairwise(bounds):
             builder = BatchBuilder(
                 compression=self.compression, compression_level=self.compression_level, size_limit=1 << 62
             )
-            for record in part:
+            for record in records[start:end]:
                 builder.try_append(record.timestamp, record.key, record.value, record.headers)
-            half = ProducerBatch(batch.tp, builder, batch.created_ms, self._new_outcome(batch.tp))
-            half.reserved_bytes = batch.reserved_bytes * len(part) // max(len(records), 1)
-            half.attempts = batch.attempts
-            half.sealed = half.full = True
-            halves.append(half)
-        halves[1].reserved_bytes = batch.reserved_bytes - halves[0].reserved_bytes
+            part = ProducerBatch(batch.tp, builder, batch.created_ms, self._new_outcome(batch.tp))
+            part.reserved_bytes = batch.reserved_bytes * (end - start) // max(len(records), 1)
+            part.attempts = batch.attempts
+            part.sealed = part.full = True
+            parts.append(part)
+        parts[-1].reserved_bytes += batch.reserved_bytes - sum(part.reserved_bytes for part in parts)
         batch.reserved_bytes = 0
         self._landed(batch)
         self._incomplete.discard(batch)
         self._muted.discard(batch.tp)
-        idempotence.on_split(batch, halves)
-        for half in reversed(halves):
-            self._insert_in_sequence_order(half)
-        self._incomplete.update(halves)
+        idempotence.on_split(batch, parts)
+        for part in reversed(parts):
+            self._insert_in_sequence_order(part)
+        self._incomplete.update(parts)
         callbacks, batch.done_callbacks = batch.done_callbacks, []
         if callbacks:
-            _call_when_all_done(halves, callbacks)
-        batch.outcome.forward(middle, halves[0].outcome, halves[1].outcome)
-        return halves
+            _call_when_all_done(parts, callbacks)
+        # Right to left, so that each forward already leads to the parts it covers.
+        rest = parts[-1].outcome
+        for index in range(len(parts) - 2, 0, -1):
+            chained = self._new_outcome(batch.tp)
+            chained.forward(bounds[index + 1] - bounds[index], parts[index].outcome, rest)
+            rest = chained
+        if len(parts) > 1:
+            batch.outcome.forward(bounds[1], parts[0].outcome, rest)
+        else:
+            batch.outcome.forward(len(records), parts[0].outcome, parts[0].outcome)
+        return parts
+
+    def unqueue(self, batch: ProducerBatch) -> None:
+        """Take a queued batch out of its queue (a part of a split that fails at once, idempotence.R6)."""
+        queue = self.queues.get(batch.tp)
+        if queue is not None and batch in queue:
+            queue.remove(batch)
+        batch.seal()
 
     def release(self, batch: ProducerBatch) -> None:
         """A batch is done (delivered or failed): give its memory back and run its completion callbacks."""

@@ -26,10 +26,13 @@ R5  A new batch is stamped only if its partition is neither unresolved (R8) nor 
     overtake the first), and its stream is the producer's current (id, epoch); a stream of an older identity
     moves to the current one, from sequence 0, once nothing of it is tracked or on the wire (Java:
     maybeUpdateProducerIdAndEpoch).
-R6  MESSAGE_TOO_LARGE for a batch of several records: split it. The parts take consecutive slices of its sequence
-    range under its id and epoch, and its place in the sequence order; no epoch bump (Java: splitAndReenqueue,
-    insertInSequenceOrder). A part of a batch that may have been written whole proves nothing by an
-    OUT_OF_ORDER_SEQUENCE_NUMBER (the broker knows the whole by other bounds): it fails, its outcome unknown.
+R6  MESSAGE_TOO_LARGE for a batch of several records: split it; and a batch refused for some of its records
+    (KIP-467: an error answer naming them in RecordErrors) is split around them, each named record a part of its
+    own that fails with its own error (surely not written: R8 breaks the stream there), the others sent again.
+    The parts take consecutive slices of its sequence range under its id and epoch, and its place in the sequence
+    order; no epoch bump (Java: splitAndReenqueue, insertInSequenceOrder). A part of a batch that may have been
+    written whole proves nothing by an OUT_OF_ORDER_SEQUENCE_NUMBER (the broker knows the whole by other bounds):
+    it fails, its outcome unknown.
 R7  Answers. NONE: the last acknowledged sequence moves up. DUPLICATE_SEQUENCE_NUMBER: the broker has the batch
     already (older brokers, Tansu): delivered, offset unknown. OUT_OF_ORDER_SEQUENCE_NUMBER proves the broker does
     not have the batch (a resend of one it has is recognised, R5); for the first tracked batch, or the one right
@@ -73,7 +76,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -108,6 +111,7 @@ _SEQUENCE_SPAN = 2**31  # sequences wrap to 0 after Integer.MAX_VALUE (DefaultRe
 _MAX_RETRIES = 2**31 - 1
 
 _MESSAGE_TOO_LARGE = 10
+_INVALID_RECORD = 87
 _OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 _DUPLICATE_SEQUENCE_NUMBER = 46
 _INVALID_PRODUCER_EPOCH = 47
@@ -146,6 +150,9 @@ class Action(enum.Enum):
     DONE = "done"  # delivered: settle it
     RETRY = "retry"  # put it back in its queue, in sequence order, after the retry backoff
     SPLIT = "split"  # split it (MESSAGE_TOO_LARGE); `on_split` stamps the parts
+    # KIP-467: split out the records in `Decision.record_errors` (each fails with its own error, `on_abandoned`);
+    # the others go again (for a transaction, which must now be aborted, they fail too)
+    REJECT_RECORDS = "reject records"
     FAIL = "fail"  # failed for good with `Decision.error`
 
 
@@ -153,6 +160,7 @@ class Action(enum.Enum):
 class Decision:
     action: Action
     error: BaseException | None = None
+    record_errors: Mapping[int, BaseException] | None = None  # REJECT_RECORDS: record index -> its error
 
 
 _DONE = Decision(Action.DONE)
@@ -189,6 +197,23 @@ class _Stream:
 
     def first_tracked_before(self, sequence: int) -> bool:
         return bool(self.tracked) and self.tracked[0].base_sequence < sequence
+
+
+def _named_records(
+    batch: SequencedBatch, code: int, message: str | None, record_errors: Sequence[tuple[int, str | None]]
+) -> dict[int, BaseException] | None:
+    """Each record a KIP-467 answer names, with its error (Java's Sender.failBatch): the partition's error class
+    when one record is named, INVALID_RECORD when several are (the code cannot tell their causes apart); the
+    record's message, else the partition's. None when no named record is in the batch."""
+    named = {index: text for index, text in record_errors if 0 <= index < batch.record_count}
+    if not named:
+        return None
+    single = len(named) == 1
+    errors: dict[int, BaseException] = {}
+    for index, text in named.items():
+        detail = f"{batch.tp[0]}-{batch.tp[1]}, record {index} of its batch: {text or message or 'refused'}"
+        errors[index] = kafka_error(code if single else _INVALID_RECORD, detail)
+    return errors
 
 
 def _last_sequence(batch: SequencedBatch) -> int:
@@ -328,8 +353,10 @@ class IdempotenceState:
         base_offset: int = -1,
         log_start_offset: int = -1,
         message: str | None = None,
+        record_errors: Sequence[tuple[int, str | None]] = (),
     ) -> Decision:
-        """A Produce answer for the batch (its partition's part of it): what to do next."""
+        """A Produce answer for the batch (its partition's part of it): what to do next. `record_errors`: the
+        answer's RecordErrors (KIP-467), (index of the record in the batch, its message)."""
         stream = self._off_wire(batch)
         if error_code == 0 or (error_code == _DUPLICATE_SEQUENCE_NUMBER and stream is not None):
             self._acked(batch, stream, base_offset, now_ms)
@@ -342,6 +369,13 @@ class IdempotenceState:
         # Java: Sender.canRetry checks the limits first, so TransactionManager.canRetry acts only within them.
         if self._within_limits(batch, now_ms) and self._can_retry(batch, stream, error_code, log_start_offset, error):
             return _RETRY
+        rejected = _named_records(batch, error_code, message, record_errors) if record_errors else None
+        if rejected is not None and batch.record_count == 1:
+            self._fail(batch, stream, error_code, rejected[0])  # the batch's one record: its own error
+            return Decision(Action.FAIL, rejected[0])
+        if rejected is not None and not self._timed_out(batch, now_ms):
+            # R6: the batch stays tracked for `on_split`; the named parts then fail through `on_abandoned`.
+            return Decision(Action.REJECT_RECORDS, error, rejected)
         if error_code == _OUT_OF_ORDER_SEQUENCE_NUMBER and (stream is None or id(batch) not in stream.uncertain_parts):
             batch.maybe_written = False  # R7: refused, so not written
         self._fail(batch, stream, error_code, error)

@@ -22,7 +22,7 @@ from .compression import CompressionType
 from .compression_pacing import CompressionPacer
 from .config import ProducerConfig
 from .connection import BrokerConnection
-from .errors import AioProducerError, TransportError
+from .errors import AioProducerError, TransactionRequiresAbortError, TransportError
 from .idempotence import Action, Decision, IdempotenceState, wire_sequence
 from .kafka_errors import kafka_error
 from .observer import Observer
@@ -486,6 +486,10 @@ class Sender:
                 base_offset=part["base_offset"],
                 log_start_offset=part.get("log_start_offset", -1),
                 message=part.get("error_message") or None,
+                record_errors=[
+                    (named["batch_index"], named.get("batch_index_error_message"))
+                    for named in part.get("record_errors") or ()
+                ],
             )
             self._apply(batch, decision, now, part)
 
@@ -522,8 +526,47 @@ class Sender:
             )
             self._observer.batch_split(batch)
             self._acc.split(batch, self._idem)
+        elif action is Action.REJECT_RECORDS:
+            self._reject_records(batch, decision)
         else:
             self._settle_failure(batch, decision.error or TransportError("failed"))
+
+    def _reject_records(self, batch: ProducerBatch, decision: Decision) -> None:
+        """KIP-467: the broker refused the batch for the records it named. Each of them fails with its own error;
+        the others were not written either, through no fault of theirs, and go again at once, in their place (Java
+        fails them too, with a generic error); in a transaction, which the refusal dooms, they fail as well,
+        telling the caller to abort. The named parts are surely not written: their sequences are a hole that
+        restarts the stream (idempotence.R6, R8, R9)."""
+        named = decision.record_errors or {}
+        cuts = {index for index in named} | {index + 1 for index in named}
+        log.info(
+            "%d of %d record(s) for %s-%d refused by the broker: %s",
+            len(named),
+            batch.record_count,
+            *batch.tp,
+            decision.error,
+        )
+        parts = self._acc.split(batch, self._idem, at=sorted(cuts))
+        innocent: BaseException | None = None
+        if self.transaction is not None:
+            innocent = TransactionRequiresAbortError(
+                f"not written: other records of its batch to {batch.topic}-{batch.partition} were refused "
+                f"({decision.error}); abort the transaction"
+            )
+            innocent.__cause__ = decision.error
+        first = 0
+        failed: list[tuple[ProducerBatch, BaseException]] = []
+        for part in parts:
+            error = named.get(first) if part.record_count == 1 else None
+            first += part.record_count
+            if error is not None:
+                failed.append((part, error))
+        if innocent is not None:
+            failed += [(part, innocent) for part in parts if all(part is not bad for bad, _ in failed)]
+        for part, error in failed:  # the named records first: they make a transaction abortable
+            self._acc.unqueue(part)
+            self._idem.on_abandoned([part], error)
+            self._settle_failure(part, error)
 
     def _retry_backoff_ms(self, attempts: int) -> int:
         """Exponential backoff with ±20% jitter, `retry_backoff_ms` → `retry_backoff_max_ms` (KIP-580)."""
