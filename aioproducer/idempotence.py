@@ -25,7 +25,14 @@ R5  A new batch is stamped only if its partition is neither unresolved (R8) nor 
     producer.id.expiration.ms make a broker forget; such a broker takes any sequence, so a second batch could
     overtake the first), and its stream is the producer's current (id, epoch); a stream of an older identity
     moves to the current one, from sequence 0, once nothing of it is tracked or on the wire (Java:
-    maybeUpdateProducerIdAndEpoch).
+    maybeUpdateProducerIdAndEpoch). A stream restarted by R9 probes with its first renumbered batch. A
+    transaction's new epoch from the coordinator (EndTxn v5, InitProducerId with the same producer id) starts a
+    partition's stream without a probe when the partition's broker holds the producer: an earlier stream of the
+    same producer id was acknowledged there within `IDLE_PROBE_MS` (the assumption R5 makes of any stream). That
+    broker checks a newer epoch strictly (its first batch must be sequence 0, each next one follow: Kafka's
+    ProducerAppendInfo.checkSequence, whatever the transaction markers wrote), so no batch can overtake another;
+    only a broker with no state for the producer takes any sequence. (Java never probes: it sends up to 5 batches
+    per partition at once after any epoch bump.)
 R6  MESSAGE_TOO_LARGE for a batch of several records: split it; and a batch refused for some of its records
     (KIP-467: an error answer naming them in RecordErrors) is split around them, each named record a part of its
     own that fails with its own error (surely not written: R8 breaks the stream there), the others sent again.
@@ -185,11 +192,15 @@ class _Stream:
     unresolved_next: int | None = None  # R8: the sequence after a hole of unknown fate
     # R5: a batch stamped while nothing of the partition was out; the next new batch waits for its answer.
     probe: SequencedBatch | None = None
+    # R5: the partition's broker holds this producer id from an earlier stream, acknowledged at `last_ack_ms`.
+    broker_knows_producer: bool = False
     # R6: parts of a split batch that may have been written whole (by id): their refusal proves nothing.
     uncertain_parts: set[int] = field(default_factory=set)
     broken_at: int | None = None  # R9: batches from here on were never written
 
     def restart(self, producer_id: int, producer_epoch: int) -> None:
+        if producer_id != self.producer_id:
+            self.broker_knows_producer = False
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
         self.next_sequence = 0
         self.last_acked = NO_SEQUENCE
@@ -271,13 +282,19 @@ class IdempotenceState:
 
     def set_producer_id(self, producer_id: int, producer_epoch: int) -> None:
         """A new identity from InitProducerId (or EndTxn v5). Streams move to it when quiet (R5); broken ones at
-        their restart (R9); for transactions, every quiet stream is reset at once."""
+        their restart (R9); for transactions, every quiet stream restarts at once, remembering whether its broker
+        holds the producer id (R5)."""
         self.identity.adopt(producer_id, producer_epoch)
         self._granted_epoch = producer_epoch
         if self.transactional:
             for tp, stream in list(self._streams.items()):
                 if not stream.tracked and not stream.on_wire:
-                    del self._streams[tp]
+                    known = stream.producer_id == producer_id and (
+                        stream.last_acked != NO_SEQUENCE or stream.broker_knows_producer
+                    )
+                    fresh = self._streams[tp] = _Stream(producer_id, producer_epoch)
+                    fresh.broker_knows_producer = known
+                    fresh.last_ack_ms = stream.last_ack_ms if known else 0
                     self._attention.discard(tp)
 
     def _bump(self) -> bool:
@@ -331,7 +348,8 @@ class IdempotenceState:
             batch.producer_id, batch.producer_epoch = stream.producer_id, stream.producer_epoch
             batch.base_sequence = stream.next_sequence
             stream.next_sequence += batch.record_count
-            idle = stream.last_acked == NO_SEQUENCE or now_ms - stream.last_ack_ms >= IDLE_PROBE_MS
+            unknown = stream.last_acked == NO_SEQUENCE and not stream.broker_knows_producer
+            idle = unknown or now_ms - stream.last_ack_ms >= IDLE_PROBE_MS
             if idle and not stream.tracked and not stream.on_wire:
                 stream.probe = batch  # R5: the broker may have no state for the producer
             stream.tracked.append(batch)
@@ -619,6 +637,10 @@ class IdempotenceState:
             batch.base_sequence = stream.next_sequence
             batch.maybe_written = False
             stream.next_sequence += batch.record_count
+        # R5: the restarted stream's first batch is its probe. A broker that lost the producer's state (the
+        # retention or expiry that broke the stream, often) takes any sequence: a new batch sent behind the first
+        # could be written before it, and a retry of the first then refused as out of order.
+        stream.probe = stream.tracked[0] if stream.tracked else None
         log.info(
             "%s-%d: sequences restart at 0 under producer id %d, epoch %d (%d batch(es) renumbered)",
             *tp,
