@@ -7,6 +7,7 @@ errors are mapped here, once; nothing above sees a socket or ssl exception.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import ssl
@@ -46,6 +47,8 @@ _UNSUPPORTED_VERSION = 35
 _NEGOTIATED_APIS = (ApiKey.PRODUCE, ApiKey.METADATA, ApiKey.INIT_PRODUCER_ID)
 _OPTIONAL_APIS = (ApiKey.CREATE_TOPICS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+# How long a closing connection waits, at most, for the broker to close its side after ours ended.
+_LINGER_S = 2.0
 # Java's SaslClientAuthenticator re-authenticates at 85% of the session lifetime plus up to 10% jitter: the margin
 # covers latency and clock drift, the jitter keeps many connections from re-authenticating at once (KIP-368).
 _REAUTH_WINDOW = (0.85, 0.95)
@@ -106,6 +109,7 @@ class BrokerConnection(asyncio.Protocol):
         self._written: deque[int] = deque()
         # Futures of requests that expect no answer (acks=0 Produce), done once their frame is wholly in the socket.
         self._unflushed: list[asyncio.Future[None]] = []
+        self._lost: asyncio.Future[None] | None = None  # done at connection_lost, while drain_and_close waits
         self._reauth_timer: asyncio.TimerHandle | None = None
         self._reauth_task: asyncio.Task[None] | None = None
         self.bytes_sent = self.bytes_received = 0  # on the wire, for the producer's metrics
@@ -197,6 +201,8 @@ class BrokerConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_reauthentication()
         self._write_paused = False
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(None)
         reason = f": {exc}" if exc else ""
         error: AioProducerError = ConnectionClosedError(f"connection to {self.host}:{self.port} lost{reason}")
         if isinstance(exc, ssl.SSLError):
@@ -314,10 +320,12 @@ class BrokerConnection(asyncio.Protocol):
         self._abort(ConnectionClosedError(f"connection to {self.host}:{self.port} closed by the producer"))
 
     async def drain_and_close(self, timeout_s: float) -> None:
-        """Close once what was written is wholly in the socket (within `timeout_s`), with the socket's normal
-        close, which lets the kernel deliver what it holds; past `timeout_s` drop the rest (`close`). Requests
-        still waiting for an answer fail with ConnectionClosedError either way (Java's close: in-flight acks=0
-        requests are sent in full before the socket is closed)."""
+        """Close once what was written is wholly in the socket (within `timeout_s`), with the socket's normal close:
+        our side ends after the last byte (the broker reads everything before it sees the end), then the broker's
+        side is awaited, reading what it still sends, so that our socket never resets the connection (a reset makes
+        the broker drop what it has not read yet). Past `timeout_s`, drop the rest (`close`). Requests still waiting
+        for an answer fail with ConnectionClosedError either way (Java's close: in-flight acks=0 requests are sent in
+        full before the socket is closed)."""
         transport = self._transport
         if transport is None or self.closed:
             self.close()
@@ -326,12 +334,7 @@ class BrokerConnection(asyncio.Protocol):
         while self._write_paused and not self.closed and self._loop.time() < deadline:
             drained: asyncio.Future[None] = self._loop.create_future()
             previous = self.on_writable
-
-            def writable(drained: asyncio.Future[None] = drained) -> None:
-                if not drained.done():
-                    drained.set_result(None)
-
-            self.on_writable = writable
+            self.on_writable = functools.partial(_resolve_future, drained)
             try:
                 await asyncio.wait_for(asyncio.shield(drained), deadline - self._loop.time())
             except asyncio.TimeoutError:
@@ -342,9 +345,19 @@ class BrokerConnection(asyncio.Protocol):
             self.close()
             return
         self._stop_reauthentication()
-        error = ConnectionClosedError(f"connection to {self.host}:{self.port} closed by the producer")
-        self._closed_error = self._closed_error or error
+        self._closed_error = self._closed_error or ConnectionClosedError(
+            f"connection to {self.host}:{self.port} closed by the producer"
+        )
         self._fail_all(self._closed_error)
+        lost = self._lost = self._lost or self._loop.create_future()
+        if transport.can_write_eof():
+            transport.write_eof()
+            # The broker closes its side once it has read ours to the end (Kafka does at once); bounded, so that a
+            # stopped broker does not hold the producer's close.
+            linger_s = min(_LINGER_S, max(0.0, deadline - self._loop.time()))
+            done, _ = await asyncio.wait({lost}, timeout=linger_s)
+            if done:
+                return
         transport.close()
 
     # -- internals ----------------------------------------------------------------------------------------------
@@ -443,6 +456,11 @@ class BrokerConnection(asyncio.Protocol):
         task, self._reauth_task = self._reauth_task, None
         if task is not None and not task.done() and task is not asyncio.current_task():
             task.cancel()
+
+
+def _resolve_future(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _optional_versions(broker: Mapping[int, tuple[int, int]]) -> dict[ApiKey, int]:

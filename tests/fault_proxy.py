@@ -4,8 +4,8 @@ back here), with faults of its own and a record of what producers wrote.
 Faults: a slow reader (stop reading a producer's bytes for a while, so its socket and the proxy's small receive
 buffer fill up and the producer's transport pushes back), lost acknowledgements (a Produce request is forwarded and
 its connection closed once the broker answered: written, and the producer never hears), a topic's
-`max.message.bytes` as an acks=0 broker enforces it (a batch over it closes the connection, nothing forwarded:
-librdkafka's mock cluster has no such limit), and latency before each request of one broker (a slow broker).
+`max.message.bytes` as a broker enforces it on acks=0 requests (a batch over it closes the connection, nothing
+forwarded: librdkafka's mock cluster has no such limit), and latency before each request of one broker (a slow broker).
 `records_read` holds the value of every record the proxy read off a producer's socket: the judge of acks=0, whose
 records are delivered once they reached the broker's socket.
 """
@@ -202,6 +202,13 @@ class FaultProxy:
                 with contextlib.suppress(OSError):
                     upstream_w.write_eof()
                 await asyncio.wait([answer], timeout=10)
+            elif answer.done() and not forward.done():
+                # The broker's side ended (it went down, or an answer was cut): what the producer had already put in
+                # its socket reached the broker's socket all the same. Tell the producer (end of stream), and read what
+                # it still sends, forwarding nothing, until it closes.
+                forward.cancel()
+                await asyncio.gather(forward, return_exceptions=True)
+                await self._drain_client(client_r, client_w, reading)
         finally:
             for task in (forward, answer):
                 task.cancel()
@@ -213,6 +220,25 @@ class FaultProxy:
             if not self._connections:
                 self._idle.set()
 
+    async def _drain_client(
+        self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter, reading: asyncio.Event
+    ) -> None:
+        with contextlib.suppress(OSError, RuntimeError):
+            client_w.write_eof()
+
+        async def read_to_end() -> None:
+            while True:
+                await reading.wait()
+                request = await read_frame(client_r)
+                if request is None:
+                    return
+                header, _ = decode_request_header(request)
+                if header.api_key == ApiKey.PRODUCE:
+                    self._take_produce(request)
+
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(read_to_end(), 10)
+
     def _take_produce(self, request: bytes) -> tuple[bool, bool]:
         """Note the records of a Produce request: (False when a batch is over its topic's `max_message_bytes`,
         whether the broker answers it: acks != 0)."""
@@ -221,7 +247,8 @@ class FaultProxy:
         if not self._observe and not self.max_message_bytes:
             return True, answered
         for topic in body["topic_data"]:
-            limit = self.max_message_bytes.get(topic["name"])
+            # Only under acks=0: a broker answers MESSAGE_TOO_LARGE otherwise, which the proxy does not make up.
+            limit = self.max_message_bytes.get(topic["name"]) if not answered else None
             for part in topic["partition_data"]:
                 records = part["records"] or b""
                 if limit is not None and len(records) > limit:
@@ -237,4 +264,3 @@ class FaultProxy:
             broker["port"] = await self._port_for(broker["host"], broker["port"])
             broker["host"] = "127.0.0.1"
         return encode_response(ApiKey.METADATA, version, correlation_id_of(response), body)
-

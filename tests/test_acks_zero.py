@@ -46,7 +46,9 @@ async def target(request: pytest.FixtureRequest) -> AsyncIterator[Target]:
         yield Target("kafka", cluster.bootstrap_servers, create)
     else:
         mock: MockCluster = request.getfixturevalue("mock_cluster")
-        yield Target("mock", mock.bootstrap_servers, lambda topic, partitions, _config: mock.create_topic(topic, partitions))
+        yield Target(
+            "mock", mock.bootstrap_servers, lambda topic, partitions, _config: mock.create_topic(topic, partitions)
+        )
 
 
 async def warm_up(producer: Producer, topic: str, partitions: int) -> None:
@@ -84,7 +86,9 @@ async def test_a_producer_pushed_back_by_a_slow_reader_sends_again_as_soon_as_th
     topic = f"slow-reader-{uuid.uuid4().hex[:8]}"
     await asyncio.to_thread(target.create_topic, topic, 3, {})
     proxy = FaultProxy(observe_records=True)
-    producer = Producer(await proxy.bootstrap(target.bootstrap_servers), acks=0, delivery_timeout_ms=DELIVERY_TIMEOUT_MS)
+    producer = Producer(
+        await proxy.bootstrap(target.bootstrap_servers), acks=0, delivery_timeout_ms=DELIVERY_TIMEOUT_MS
+    )
     await producer.start()
     try:
         await warm_up(producer, topic, 3)
@@ -120,7 +124,9 @@ async def test_close_sends_in_full_what_it_reported_delivered_before_it_closes_t
     topic = f"acks0-close-{uuid.uuid4().hex[:8]}"
     await asyncio.to_thread(target.create_topic, topic, 3, {})
     proxy = FaultProxy(observe_records=True)
-    producer = Producer(await proxy.bootstrap(target.bootstrap_servers), acks=0, delivery_timeout_ms=DELIVERY_TIMEOUT_MS)
+    producer = Producer(
+        await proxy.bootstrap(target.bootstrap_servers), acks=0, delivery_timeout_ms=DELIVERY_TIMEOUT_MS
+    )
     await producer.start()
     await warm_up(producer, topic, 3)
     proxy.stop_reading()
@@ -150,7 +156,9 @@ async def test_acks_zero_batches_fit_a_topic_with_a_small_max_message_bytes(targ
     proxy = FaultProxy(observe_records=True, receive_buffer=None)
     if target.name == "mock":
         proxy.max_message_bytes[topic] = limit  # the mock has no such limit: the proxy refuses as Kafka would
-    producer = Producer(await proxy.bootstrap(target.bootstrap_servers), acks=0, delivery_timeout_ms=DELIVERY_TIMEOUT_MS)
+    producer = Producer(
+        await proxy.bootstrap(target.bootstrap_servers), acks=0, delivery_timeout_ms=DELIVERY_TIMEOUT_MS
+    )
     await producer.start()
     try:
         await warm_up(producer, topic, 2)
