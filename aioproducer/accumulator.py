@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from .batch import ProducerBatch, TopicPartition
@@ -60,6 +60,7 @@ class RecordAccumulator:
         new_outcome: Callable[[TopicPartition], Any],
         guarantee_order: bool = False,
         batch_max_size: int | None = None,
+        load_sink: Callable[[str, list[int], list[int], int], None] | None = None,
     ) -> None:
         # A batch is ready to go once it holds batch_size bytes (Java's rule), and takes more records while it
         # waits to be drained, up to batch_max_size (KIP-782's batch.max.size): under backlog, batches grow instead
@@ -94,6 +95,9 @@ class RecordAccumulator:
         # Java's CompressionRatioEstimator: a batch is closed (compressed) only once drained, so the wire size a
         # request is packed by is estimated from the ratio this producer's batches reached so far.
         self._compression_ratio = 1.0
+        # Adaptive partitioning (KIP-794): told by `ready`, per topic, the queue sizes of the partitions that may
+        # take keyless records, their ids, and how many queues the topic has (the partitioner's update_load_stats).
+        self._load_sink = load_sink
 
     @property
     def buffer_memory(self) -> int:
@@ -235,12 +239,26 @@ class RecordAccumulator:
         now_ms: int,
         leader_of: Callable[[TopicPartition], int],
         leader_epoch_of: Callable[[TopicPartition], int] | None = None,
+        unavailable: Collection[int] = (),
     ) -> ReadyCheck:
-        """Which partitions' head batches can be sent now, grouped by leader."""
+        """Which partitions' head batches can be sent now, grouped by leader. With adaptive partitioning, also each
+        topic's load for the partitioner (Java's RecordAccumulator.partitionReady): what is queued per partition
+        whose leader is known, in batch_size units (Java counts its batches, which stay at batch.size; ours grow
+        while they wait), leaving out those with batches waiting for a node in `unavailable` (one that took none
+        for partitioner_availability_timeout_ms)."""
         check = ReadyCheck()
         force = self._flushing > 0 or self._closing or self.pool.waiters > 0
         next_check: int | None = None
+        load: dict[str, tuple[list[int], list[int], list[int]]] | None = None if self._load_sink is None else {}
         for tp, queue in self.queues.items():
+            if load is not None:
+                sizes, ids, queues = load.get(tp[0]) or load.setdefault(tp[0], ([], [], [0]))
+                queues[0] += 1
+                leader = leader_of(tp)
+                if leader >= 0 and not (queue and leader in unavailable):
+                    queued = sum(batch.reserved_bytes for batch in queue) if queue else 0
+                    sizes.append(-(-queued // self.batch_size))
+                    ids.append(tp[1])
             if not queue:
                 continue
             head = queue[0]
@@ -263,6 +281,9 @@ class RecordAccumulator:
             elif next_check is None or wait < next_check:
                 next_check = wait
         check.next_check_ms = next_check
+        if load is not None and self._load_sink is not None:
+            for topic, (sizes, ids, queues) in load.items():
+                self._load_sink(topic, sizes, ids, queues[0])
         return check
 
     def drain(

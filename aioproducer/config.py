@@ -53,14 +53,13 @@ _LEVEL_KEYS = {
     key: codec for codec in COMPRESSION_LEVELS for key in (f"compression.{codec}.level", f"compression_{codec}_level")
 }
 
-_BOOLS = ("partitioner_ignore_keys", "allow_auto_create_topics")
+_BOOLS = ("partitioner_ignore_keys", "partitioner_adaptive_partitioning_enable", "allow_auto_create_topics")
 _COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Java producer settings aioproducer does not implement: naming one is a missing feature, not a typo.
 _UNSUPPORTED_JAVA = frozenset(
     "client.dns.lookup send.buffer.bytes receive.buffer.bytes metric.reporters "  # noqa: SIM905
     "metrics.num.samples metrics.recording.level metrics.sample.window.ms enable.metrics.push "
-    "partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms "
     "transaction.two.phase.commit.enable security.providers metadata.recovery.strategy "
     "metadata.recovery.rebootstrap.trigger.ms config.providers".split()
 )
@@ -133,6 +132,10 @@ class ProducerConfig:
     close_timeout_ms: int | None = field(default=None, metadata={"java": None})
     partitioner: str | PartitionerLike = field(default="default", metadata={"java": "partitioner.class"})
     partitioner_ignore_keys: bool = False
+    # KIP-794, as Java: keyless records go less to partitions whose queues are longer (their broker falls behind),
+    # and, with a timeout above 0, not at all to a broker whose ready batches waited longer than it.
+    partitioner_adaptive_partitioning_enable: bool = True
+    partitioner_availability_timeout_ms: int = _long(0)
     key_serializer: SerializerSpec = None
     value_serializer: SerializerSpec = None
     # Java's interceptor.classes: hooks given by "module.Class" name, class or object (see aioproducer.hooks).

@@ -95,6 +95,7 @@ class Producer(TransactionalMethods):
             new_outcome=self._new_outcome,
             guarantee_order=cfg.max_in_flight_requests_per_connection == 1,
             batch_max_size=cfg.effective_batch_max_size,
+            load_sink=_load_sink(cfg, self._partitioner),
         )
         self._memory_waiters = MemoryWaiters(self._accumulator.pool, self._wake, cfg.max_block_ms)
         self._shutdown_task: asyncio.Task[None] | None = None
@@ -760,6 +761,15 @@ class Producer(TransactionalMethods):
                 f"the producer's sender failed ({self._sender_error!r}): no more records can be sent"
             )
         return ProducerClosedError(f"the producer is {self._state}: no more records can be sent")
+
+
+def _load_sink(cfg: ProducerConfig, partitioner: Partitioner) -> Any:
+    """Where the accumulator reports each topic's load (adaptive partitioning, KIP-794): the built-in partitioner,
+    unless partitioner_adaptive_partitioning_enable is off (Java's UniformStickyPartitioner, and a partitioner given
+    as an object, take no part)."""
+    if not cfg.partitioner_adaptive_partitioning_enable:
+        return None
+    return getattr(partitioner, "update_load_stats", None) if cfg.partitioner == "default" else None
 
 
 def _resolve_partitioner(cfg: ProducerConfig) -> Partitioner:

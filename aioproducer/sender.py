@@ -25,6 +25,7 @@ from .connection import BrokerConnection
 from .errors import AioProducerError, TransactionRequiresAbortError, TransportError
 from .idempotence import Action, Decision, IdempotenceState, wire_sequence
 from .kafka_errors import kafka_error
+from .node_states import NodeLatency
 from .observer import Observer
 from .protocol import ApiKey
 from .records import BatchBuilder
@@ -96,6 +97,7 @@ class Sender:
         self._init_pid_retry_ms = 0
         self._next_expiry_ms = 0
         self._failure_log = _FailureLog(log)
+        self._latency = NodeLatency()  # partitioner_availability_timeout_ms (KIP-794)
         # The last InitProducerId refusal (idempotent producer): queued records failed with it, and the next attempt
         # waits retry_backoff_max_ms. Not a state of the producer: records sent later ask again.
         self._producer_id_refused: AioProducerError | None = None
@@ -226,7 +228,9 @@ class Sender:
 
     # -- sending ------------------------------------------------------------------------------------------------
     def _send_ready(self, now: int) -> tuple[bool, int | None]:
-        check = self._acc.ready(now, self._leader_of, self._leader_epoch_of)
+        availability_ms = self._config.partitioner_availability_timeout_ms
+        unavailable = self._latency.unavailable(availability_ms) if availability_ms > 0 else ()
+        check = self._acc.ready(now, self._leader_of, self._leader_epoch_of, unavailable)
         if check.unknown_leader_topics:
             for topic in check.unknown_leader_topics:
                 self._cluster.state.touch(topic, now)
@@ -235,13 +239,16 @@ class Sender:
         compressing_ns = 0  # on the loop, in this pass
         for node_id, partitions in check.ready.items():
             conn = self._cluster.connection(node_id)
-            if conn is None or not conn.writable:
-                continue
-            unwritten = self._unwritten.get(conn)
-            if (
-                conn.in_flight + (len(unwritten) if unwritten else 0)
-                >= self._config.max_in_flight_requests_per_connection
-            ):
+            unwritten = self._unwritten.get(conn) if conn is not None else None
+            drainable = (
+                conn is not None
+                and conn.writable
+                and conn.in_flight + (len(unwritten) if unwritten else 0)
+                < self._config.max_in_flight_requests_per_connection
+            )
+            if availability_ms > 0:  # KIP-794: how long the node's ready batches have waited (Java's Sender)
+                self._latency.ready(node_id, now, drained=drainable)
+            if not drainable or conn is None:
                 continue
             if self.transaction is not None:
                 partitions = [tp for tp in partitions if self.transaction.may_send(tp)]

@@ -237,3 +237,32 @@ def test_after_a_split_the_topic_s_batches_stay_at_batch_size() -> None:
     for _ in range(35):
         append(acc, b"x" * 100, 0, tp=other)
     assert max(batch.size_in_bytes for batch in acc.queues[other]) > 1000  # other topics still grow
+
+
+def test_ready_reports_each_topic_s_load_for_adaptive_partitioning() -> None:
+    """KIP-794 (Java's RecordAccumulator.partitionReady): per topic, what waits in each partition whose leader is
+    known, in batch_size units; a partition with batches waiting for an unavailable node is left out, one with an
+    empty queue never is."""
+    reports: list[tuple[str, list[int], list[int], int]] = []
+    acc = RecordAccumulator(
+        batch_size=100,
+        linger_ms=5,
+        buffer_memory=1 << 20,
+        compression=CompressionType.NONE,
+        compression_level=None,
+        new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], None),
+        batch_max_size=1000,
+        load_sink=lambda topic, sizes, ids, queues: reports.append((topic, sizes, ids, queues)),
+    )
+    leaders = {("t", 0): 1, ("t", 1): 2, ("t", 2): 3, ("t", 3): -1, ("u", 0): 1}
+    for tp, records in ((("t", 0), 1), (("t", 1), 5), (("t", 2), 2), (("t", 3), 1), (("u", 0), 1)):
+        for _ in range(records):
+            acc.append(tp, 1_000, None, b"v" * 99, (), 120, lambda: 0)
+    acc.append(("t", 2), 1_000, None, b"v", (), 1, lambda: 0)
+    acc.drain([("t", 2)], 1 << 20, IdempotenceState(False))  # t-2's queue is empty now: 0, still a candidate
+    acc.ready(0, leaders.__getitem__, unavailable={2, 3})
+    assert sorted(reports) == [("t", [2, 0], [0, 2], 4), ("u", [2], [0], 1)]  # t-1 waits for node 2, t-3 leaderless
+    reports.clear()
+    acc.ready(0, leaders.__getitem__)
+    assert ("t", [2, 6, 0], [0, 1, 2], 4) in reports
+    assert make().ready(0, leaders.__getitem__).ready == {}  # without a sink nothing is counted

@@ -43,6 +43,8 @@ JAVA_DOCUMENTED_DEFAULTS = {
     "socket.connection.setup.timeout.ms": "10000",
     "socket.connection.setup.timeout.max.ms": "30000",
     "partitioner.ignore.keys": "false",
+    "partitioner.adaptive.partitioning.enable": "true",
+    "partitioner.availability.timeout.ms": "0",
     "security.protocol": "PLAINTEXT",
     "allow.auto.create.topics": "true",
 }
@@ -76,6 +78,8 @@ PYTHON_DEFAULTS: dict[str, Any] = {
     "close_timeout_ms": None,  # not a Java setting (Java's close() takes a Duration): None waits for every record
     "partitioner": "default",  # Java: partitioner.class=null, the built-in (uniform sticky, KIP-794)
     "partitioner_ignore_keys": False,
+    "partitioner_adaptive_partitioning_enable": True,
+    "partitioner_availability_timeout_ms": 0,
     "key_serializer": None,  # Java: required; here bytes only
     "value_serializer": None,
     "interceptor_classes": (),
@@ -122,6 +126,8 @@ JAVA_PARITY = [
     ("socket.connection.setup.timeout.max.ms", "60000", "socket_connection_setup_timeout_max_ms", 60000),
     ("partitioner.class", "org.apache.kafka.clients.producer.RoundRobinPartitioner", "partitioner", "round_robin"),
     ("partitioner.ignore.keys", "true", "partitioner_ignore_keys", True),
+    ("partitioner.adaptive.partitioning.enable", "false", "partitioner_adaptive_partitioning_enable", False),
+    ("partitioner.availability.timeout.ms", "2500", "partitioner_availability_timeout_ms", 2500),
     ("key.serializer", "org.apache.kafka.common.serialization.StringSerializer", "key_serializer", "str"),
     ("value.serializer", "org.apache.kafka.common.serialization.ByteArraySerializer", "value_serializer", "bytes"),
     ("interceptor.classes", "mypkg.Audit, mypkg.Trace", "interceptor_classes", ("mypkg.Audit", "mypkg.Trace")),

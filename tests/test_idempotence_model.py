@@ -221,7 +221,7 @@ class SequenceMachine(RuleBasedStateMachine):
             self.near_wrap = False
             self.idem._stream(PARTITIONS[0]).next_sequence = SPAN - 3
 
-    @precondition(lambda self: self.transactional and not any(self.conns) and not self.acc.incomplete)
+    @precondition(lambda self: self.transactional and not any(self.conns) and not self.acc.has_incomplete())
     @rule()
     def commit(self) -> None:
         """Commit: every batch of the transaction is settled, then EndTxn gives the next epoch."""
@@ -486,10 +486,10 @@ class SequenceMachine(RuleBasedStateMachine):
                         self.process(conn, "ok", 1)
                     self.answer(conn)
                     progressed = True
-            if not progressed and self.transactional and self.acc.incomplete:
+            if not progressed and self.transactional and self.acc.has_incomplete():
                 # Batches waiting for a new epoch: the caller aborts the failed transaction (commit would otherwise
                 # wait for them), which is fine only when the transaction did fail.
-                assert self.doomed, f"a transaction's batches wait for nothing: {self.acc.incomplete}"
+                assert self.doomed, f"a transaction's batches wait for nothing: {self.acc.incomplete_batches()}"
                 self.abort()
                 progressed = True
             if not progressed:
