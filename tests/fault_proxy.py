@@ -149,6 +149,7 @@ class FaultProxy:
         # and librdkafka's mock do: those answers are dropped here).
         expected: dict[int, tuple[int, int, bool]] = {}
         reading = self._reading[upstream]
+        broker_gone = asyncio.Event()  # the broker's side ended: requests are read and noted, not forwarded
 
         async def requests() -> bool:
             """Forward the producer's requests; True when it closed its side (end of stream)."""
@@ -158,6 +159,10 @@ class FaultProxy:
                 if request is None:
                     return True
                 header, _ = decode_request_header(request)
+                if broker_gone.is_set():
+                    if header.api_key == ApiKey.PRODUCE:
+                        self._take_produce(request)
+                    continue
                 cut, answered = False, True
                 if header.api_key == ApiKey.PRODUCE:
                     self.produce_requests[upstream] = self.produce_requests.get(upstream, 0) + 1
@@ -206,9 +211,10 @@ class FaultProxy:
                 # The broker's side ended (it went down, or an answer was cut): what the producer had already put in
                 # its socket reached the broker's socket all the same. Tell the producer (end of stream), and read what
                 # it still sends, forwarding nothing, until it closes.
-                forward.cancel()
-                await asyncio.gather(forward, return_exceptions=True)
-                await self._drain_client(client_r, client_w, reading)
+                broker_gone.set()
+                with contextlib.suppress(OSError, RuntimeError):
+                    client_w.write_eof()
+                await asyncio.wait([forward], timeout=10)
         finally:
             for task in (forward, answer):
                 task.cancel()
@@ -219,25 +225,6 @@ class FaultProxy:
             self._connections -= 1
             if not self._connections:
                 self._idle.set()
-
-    async def _drain_client(
-        self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter, reading: asyncio.Event
-    ) -> None:
-        with contextlib.suppress(OSError, RuntimeError):
-            client_w.write_eof()
-
-        async def read_to_end() -> None:
-            while True:
-                await reading.wait()
-                request = await read_frame(client_r)
-                if request is None:
-                    return
-                header, _ = decode_request_header(request)
-                if header.api_key == ApiKey.PRODUCE:
-                    self._take_produce(request)
-
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(read_to_end(), 10)
 
     def _take_produce(self, request: bytes) -> tuple[bool, bool]:
         """Note the records of a Produce request: (False when a batch is over its topic's `max_message_bytes`,
