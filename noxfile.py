@@ -178,6 +178,16 @@ def bench_transactions(session: nox.Session) -> None:
 
 
 @nox.session
+def bench_adaptive(session: nox.Session) -> None:
+    """Adaptive partitioning (KIP-794): keyless records/s of aioproducer and the Java producer before and while one
+    of three real Kafka nodes is slowed or stops taking requests; writes tests/benchmarks/results/adaptive.md.
+    `-- --quick` for one short round."""
+    ensure_java_and_maven(session, jdk=True)
+    session.install("-e", ".[testing]")
+    session.run("python", "-m", "tests.benchmarks.adaptive_bench", *session.posargs)
+
+
+@nox.session
 def profile(session: nox.Session) -> None:
     """A profile of aioproducer's hot path (py-spy and cProfile) into tests/benchmarks/results/profile/."""
     session.install("-e", ".[snappy,testing]", "py-spy")

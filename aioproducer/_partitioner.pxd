@@ -16,6 +16,7 @@ cdef class DefaultPartitioner:
     cdef bint _ignore_keys
     cdef object _rng
     cdef dict _sticky
+    cdef dict _load  # topic -> its PartitionLoadStats or None (adaptive partitioning)
     cdef object _layout  # the last layout seen, and its partition count
     cdef Py_ssize_t _layout_count
 

@@ -9,7 +9,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, uint32_t
 
 from aioproducer.errors import ConfigError, UnknownPartitionError
-from aioproducer.partitioner import candidates, key_bytes, pick_other, still_usable
+from aioproducer.partitioner import candidates, key_bytes, load_stats, next_partition, still_usable
 
 
 cdef uint32_t murmur2_of(const unsigned char* data, Py_ssize_t length) noexcept nogil:
@@ -64,6 +64,11 @@ cdef class DefaultPartitioner:
         self._ignore_keys = ignore_keys
         self._rng = rng if rng is not None else random.Random()
         self._sticky = {}
+        self._load = {}
+
+    def update_load_stats(self, topic, queue_sizes, partition_ids, queues):
+        """The accumulator's view of `topic` (`aioproducer.partitioner.load_stats`), for the next switch."""
+        self._load[topic] = load_stats(queue_sizes, partition_ids, queues)
 
     def partition(self, topic, key, Py_ssize_t record_size, partitions):
         """The record's partition; keyless records add `record_size` to the sticky partition's tally."""
@@ -99,6 +104,7 @@ cdef class DefaultPartitioner:
 
     cdef _Sticky _switch(self, object topic, _Sticky old, object partitions):
         previous = -1 if old is None else old.partition
-        state = _Sticky(pick_other(candidates(topic, partitions), previous, self._rng))
+        choices = candidates(topic, partitions)
+        state = _Sticky(next_partition(choices, previous, self._rng, self._load.get(topic), partitions.num_partitions))
         self._sticky[topic] = state
         return state

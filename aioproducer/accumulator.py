@@ -10,8 +10,9 @@ carries the `BatchOutcome` its records' delivery handles read, settled by the se
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from .batch import ProducerBatch, TopicPartition
@@ -59,6 +60,7 @@ class RecordAccumulator:
         new_outcome: Callable[[TopicPartition], Any],
         guarantee_order: bool = False,
         batch_max_size: int | None = None,
+        load_sink: Callable[[str, list[int], list[int], int], None] | None = None,
     ) -> None:
         # A batch is ready to go once it holds batch_size bytes (Java's rule), and takes more records while it
         # waits to be drained, up to batch_max_size (KIP-782's batch.max.size): under backlog, batches grow instead
@@ -93,6 +95,9 @@ class RecordAccumulator:
         # Java's CompressionRatioEstimator: a batch is closed (compressed) only once drained, so the wire size a
         # request is packed by is estimated from the ratio this producer's batches reached so far.
         self._compression_ratio = 1.0
+        # Adaptive partitioning (KIP-794): told by `ready`, per topic, the queue sizes of the partitions that may
+        # take keyless records, their ids, and how many queues the topic has (the partitioner's update_load_stats).
+        self._load_sink = load_sink
 
     @property
     def buffer_memory(self) -> int:
@@ -234,12 +239,26 @@ class RecordAccumulator:
         now_ms: int,
         leader_of: Callable[[TopicPartition], int],
         leader_epoch_of: Callable[[TopicPartition], int] | None = None,
+        unavailable: Collection[int] = (),
     ) -> ReadyCheck:
-        """Which partitions' head batches can be sent now, grouped by leader."""
+        """Which partitions' head batches can be sent now, grouped by leader. With adaptive partitioning, also each
+        topic's load for the partitioner (Java's RecordAccumulator.partitionReady): what is queued per partition
+        whose leader is known, in batch_size units (Java counts its batches, which stay at batch.size; ours grow
+        while they wait), leaving out those with batches waiting for a node in `unavailable` (one that took none
+        for partitioner_availability_timeout_ms)."""
         check = ReadyCheck()
         force = self._flushing > 0 or self._closing or self.pool.waiters > 0
         next_check: int | None = None
+        load: dict[str, tuple[list[int], list[int], list[int]]] | None = None if self._load_sink is None else {}
         for tp, queue in self.queues.items():
+            if load is not None:
+                sizes, ids, queues = load.get(tp[0]) or load.setdefault(tp[0], ([], [], [0]))
+                queues[0] += 1
+                leader = leader_of(tp)
+                if leader >= 0 and not (queue and leader in unavailable):
+                    queued = sum(batch.reserved_bytes for batch in queue) if queue else 0
+                    sizes.append(-(-queued // self.batch_size))
+                    ids.append(tp[1])
             if not queue:
                 continue
             head = queue[0]
@@ -262,6 +281,9 @@ class RecordAccumulator:
             elif next_check is None or wait < next_check:
                 next_check = wait
         check.next_check_ms = next_check
+        if load is not None and self._load_sink is not None:
+            for topic, (sizes, ids, queues) in load.items():
+                self._load_sink(topic, sizes, ids, queues[0])
         return check
 
     def drain(
@@ -323,44 +345,67 @@ class RecordAccumulator:
                 position += 1
         queue.insert(position, batch)
 
-    def split(self, batch: ProducerBatch, idempotence: IdempotenceState) -> list[ProducerBatch]:
-        """Replace a batch the broker found too large by two halves, queued in its place (Java's
-        splitAndReenqueue); `idempotence` gives them consecutive slices of its sequence range (idempotence.R6).
+    def split(
+        self, batch: ProducerBatch, idempotence: IdempotenceState, at: Sequence[int] | None = None
+    ) -> list[ProducerBatch]:
+        """Replace a batch the broker refused by its parts, queued in its place (Java's splitAndReenqueue):
+        `at` gives the index of each part's first record after the first; by default two halves, for a batch too
+        large for the broker (its topic's batches stay at batch_size from then on). `idempotence` gives the parts
+        consecutive slices of its sequence range (idempotence.R6).
 
         The records are read back from the encoded batch (this path is rare; the hot path keeps no copies), and
-        the batch's outcome forwards each record's handle to its half. Whoever waits for the batch (flush, close)
-        is told once both halves are done. The halves go out at once: a split is not a retry.
+        the batch's outcome forwards each record's handle to its part (a chain of two-way forwards for more than
+        two). Whoever waits for the batch (flush, close) is told once every part is done. The parts go out at once:
+        a split is not a retry.
         """
-        self.fixed_size_topics.add(batch.topic)
         encoded = batch.close().encode()
         records = [r for b in read_batches(encoded) for r in b.records]
-        middle = len(records) // 2
-        halves: list[ProducerBatch] = []
-        for part in (records[:middle], records[middle:]):
+        if at is None:
+            self.fixed_size_topics.add(batch.topic)
+            at = [len(records) // 2]
+        bounds = [0, *sorted({i for i in at if 0 < i < len(records)}), len(records)]
+        parts: list[ProducerBatch] = []
+        for start, end in itertools.pairwise(bounds):
             builder = BatchBuilder(
                 compression=self.compression, compression_level=self.compression_level, size_limit=1 << 62
             )
-            for record in part:
+            for record in records[start:end]:
                 builder.try_append(record.timestamp, record.key, record.value, record.headers)
-            half = ProducerBatch(batch.tp, builder, batch.created_ms, self._new_outcome(batch.tp))
-            half.reserved_bytes = batch.reserved_bytes * len(part) // max(len(records), 1)
-            half.attempts = batch.attempts
-            half.sealed = half.full = True
-            halves.append(half)
-        halves[1].reserved_bytes = batch.reserved_bytes - halves[0].reserved_bytes
+            part = ProducerBatch(batch.tp, builder, batch.created_ms, self._new_outcome(batch.tp))
+            part.reserved_bytes = batch.reserved_bytes * (end - start) // max(len(records), 1)
+            part.attempts = batch.attempts
+            part.sealed = part.full = True
+            parts.append(part)
+        parts[-1].reserved_bytes += batch.reserved_bytes - sum(part.reserved_bytes for part in parts)
         batch.reserved_bytes = 0
         self._landed(batch)
         self._incomplete.discard(batch)
         self._muted.discard(batch.tp)
-        idempotence.on_split(batch, halves)
-        for half in reversed(halves):
-            self._insert_in_sequence_order(half)
-        self._incomplete.update(halves)
+        idempotence.on_split(batch, parts)
+        for part in reversed(parts):
+            self._insert_in_sequence_order(part)
+        self._incomplete.update(parts)
         callbacks, batch.done_callbacks = batch.done_callbacks, []
         if callbacks:
-            _call_when_all_done(halves, callbacks)
-        batch.outcome.forward(middle, halves[0].outcome, halves[1].outcome)
-        return halves
+            _call_when_all_done(parts, callbacks)
+        # Right to left, so that each forward already leads to the parts it covers.
+        rest = parts[-1].outcome
+        for index in range(len(parts) - 2, 0, -1):
+            chained = self._new_outcome(batch.tp)
+            chained.forward(bounds[index + 1] - bounds[index], parts[index].outcome, rest)
+            rest = chained
+        if len(parts) > 1:
+            batch.outcome.forward(bounds[1], parts[0].outcome, rest)
+        else:
+            batch.outcome.forward(len(records), parts[0].outcome, parts[0].outcome)
+        return parts
+
+    def unqueue(self, batch: ProducerBatch) -> None:
+        """Take a queued batch out of its queue (a part of a split that fails at once, idempotence.R6)."""
+        queue = self.queues.get(batch.tp)
+        if queue is not None and batch in queue:
+            queue.remove(batch)
+        batch.seal()
 
     def release(self, batch: ProducerBatch) -> None:
         """A batch is done (delivered or failed): give its memory back and run its completion callbacks."""

@@ -376,6 +376,7 @@ class Cluster:
             sasl=self._config.sasl_credentials,
         )
         conn.on_lost = self._on_connection_lost
+        conn.on_writable = self._wake  # a connection that pushed back takes requests again
         self.features = self.features.newest(conn.features)
         self._check_idle_later(self._config.connections_max_idle_ms / 1000)
         self.observer.connected(conn)
@@ -442,7 +443,9 @@ class Cluster:
         open_connections = [conn for conn in self._connections.values() if not conn.closed]
         return min(open_connections, key=lambda conn: conn.in_flight) if open_connections else None
 
-    async def close(self) -> None:
+    async def close(self, drain_timeout_s: float = 0.0) -> None:
+        """Close every connection: each once what was written to it is in its socket, for at most `drain_timeout_s`
+        (then what is left is dropped); requests waiting for an answer fail with ConnectionClosedError."""
         self._closed = True
         if self._idle_timer is not None:
             self._idle_timer.cancel()
@@ -455,11 +458,11 @@ class Cluster:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for conn in list(self._connections.values()):
-            conn.close()
-        self._connections.clear()
+        connections = list(self._connections.values())
         if self._bootstrap_connection is not None:
-            self._bootstrap_connection.close()
+            connections.append(self._bootstrap_connection)
+        self._connections.clear()
+        await asyncio.gather(*(conn.drain_and_close(drain_timeout_s) for conn in connections))
         # A caller still waiting for metadata learns why it will never come (never a bare CancelledError).
         self.fail_waiters(ProducerClosedError("the producer was closed while waiting for the topic's metadata"))
 

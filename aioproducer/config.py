@@ -16,17 +16,20 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from aioproducer.config_values import (
     COMPRESSION_LEVELS,
     PartitionerLike,
+    Secret,
     level_allowed,
     levels_text,
     parse_acks,
     parse_bool,
     parse_bootstrap,
     parse_choice,
+    parse_client_id,
     parse_interceptors,
     parse_level,
     parse_optional_bool,
     parse_optional_int,
     parse_partitioner,
+    parse_secret,
     parse_serializer,
     parse_text,
     parse_transactional_id,
@@ -43,7 +46,7 @@ from aioproducer.settings import ProducerSettings
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from 3.11; only type checkers read it
 
-__all__ = ["COMPRESSION_LEVELS", "PartitionerLike", "ProducerConfig", "SerializerSpec"]
+__all__ = ["COMPRESSION_LEVELS", "PartitionerLike", "ProducerConfig", "Secret", "SerializerSpec"]
 
 
 SerializerSpec: TypeAlias = "Literal['bytes', 'str', 'json'] | Serializer | None"
@@ -55,14 +58,13 @@ _LEVEL_KEYS = {
     key: codec for codec in COMPRESSION_LEVELS for key in (f"compression.{codec}.level", f"compression_{codec}_level")
 }
 
-_BOOLS = ("partitioner_ignore_keys", "allow_auto_create_topics")
+_BOOLS = ("partitioner_ignore_keys", "partitioner_adaptive_partitioning_enable", "allow_auto_create_topics")
 _COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Java producer settings aioproducer does not implement: naming one is a missing feature, not a typo.
 _UNSUPPORTED_JAVA = frozenset(
     "client.dns.lookup send.buffer.bytes receive.buffer.bytes metric.reporters "  # noqa: SIM905
     "metrics.num.samples metrics.recording.level metrics.sample.window.ms enable.metrics.push "
-    "partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms "
     "transaction.two.phase.commit.enable security.providers metadata.recovery.strategy "
     "metadata.recovery.rebootstrap.trigger.ms config.providers".split()
 )
@@ -136,8 +138,9 @@ class ProducerConfig:
     # How far a batch may grow past batch_size while it waits to be sent (all in-flight slots taken, a retry
     # ahead of it, a caller that has not yielded): batch_size stays the point at which a batch is ready to go, as
     # in Java, but records keep joining it until it is drained or reaches this bound, as KIP-782 proposed and
-    # librdkafka does. None: max(batch_size, min(256 KiB, max_request_size)). Set it to batch_size for Java's
-    # fixed batches. Not a Java setting.
+    # librdkafka does. None: max(batch_size, min(256 KiB, max_request_size)), and batch_size with acks=0 (no answer
+    # could tell that a grown batch was too large for its topic). Set it to batch_size for Java's fixed batches.
+    # Not a Java setting.
     batch_max_size: int | None = field(default=None, metadata={"java": None, "range": (1, _I32)})
     buffer_memory: int = _long(33554432)
     max_block_ms: int = _long(60000)
@@ -161,6 +164,10 @@ class ProducerConfig:
     close_timeout_ms: int | None = field(default=None, metadata={"java": None})
     partitioner: str | PartitionerLike = field(default="default", metadata={"java": "partitioner.class"})
     partitioner_ignore_keys: bool = False
+    # KIP-794, as Java: keyless records go less to partitions whose queues are longer (their broker falls behind),
+    # and, with a timeout above 0, not at all to a broker whose ready batches waited longer than it.
+    partitioner_adaptive_partitioning_enable: bool = True
+    partitioner_availability_timeout_ms: int = _long(0)
     key_serializer: SerializerSpec = None
     value_serializer: SerializerSpec = None
     # Java's interceptor.classes: hooks given by "module.Class" name, class or object (see aioproducer.hooks).
@@ -172,12 +179,13 @@ class ProducerConfig:
     ssl_cafile: str | None = field(default=None, metadata={"java": "ssl.truststore.location"})
     ssl_certfile: str | None = field(default=None, metadata={"java": "ssl.keystore.location"})
     ssl_keyfile: str | None = field(default=None, metadata={"java": None})
-    ssl_password: str | None = field(default=None, metadata={"java": "ssl.key.password", "secret": True})
+    # Passwords are held as `Secret` (given as str): repr, asdict and copies of the config never show them.
+    ssl_password: Secret | None = field(default=None, metadata={"java": "ssl.key.password", "secret": True})
     ssl_check_hostname: bool = field(default=True, metadata={"java": "ssl.endpoint.identification.algorithm"})
     # SASL (SASL_PLAINTEXT, SASL_SSL). Java's sasl.jaas.config is read for its username and password.
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
     sasl_plain_username: str | None = field(default=None, metadata={"java": None})  # PLAIN and SCRAM
-    sasl_plain_password: str | None = field(default=None, metadata={"java": None, "secret": True})
+    sasl_plain_password: Secret | None = field(default=None, metadata={"java": None, "secret": True})
     sasl_oauth_token_provider: Callable[[], Awaitable[Any]] | None = field(default=None, metadata={"java": None})
     transactional_id: str | None = None  # a transactional producer: idempotence on, acks=all, <= 5 in flight
     transaction_timeout_ms: int = _int(60000, lowest=1)  # sent in InitProducerId; the coordinator aborts after it
@@ -264,9 +272,16 @@ class ProducerConfig:
 
     @property
     def effective_batch_max_size(self) -> int:
-        """The bound a batch may grow to while it waits (`batch_max_size`, or its default)."""
+        """The bound a batch may grow to while it waits (`batch_max_size`, or its default).
+
+        With acks=0 batches stay at batch_size unless batch_max_size says otherwise: a broker refuses a batch over
+        the topic's max.message.bytes, and without an answer the only sign is a closed connection, so the split
+        that saves a grown batch under acks=1/all cannot happen and the records would be lost (Java's batches stay
+        at batch.size)."""
         if self.batch_max_size is not None:
             return self.batch_max_size
+        if self.acks == 0:
+            return self.batch_size
         grown = _GROWN_BATCH_DEFAULT if self.compression_type == "none" else _GROWN_COMPRESSED_BATCH_DEFAULT
         return max(self.batch_size, min(grown, self.max_request_size - _REQUEST_FRAMING_BYTES))
 
@@ -280,9 +295,8 @@ class ProducerConfig:
         """What connections authenticate with under SASL_PLAINTEXT / SASL_SSL (validated with the config), else None."""
         if self.sasl_mechanism is None or not self.security_protocol.startswith("SASL_"):
             return None
-        return SaslCredentials(
-            self.sasl_mechanism, self.sasl_plain_username, self.sasl_plain_password, self.sasl_oauth_token_provider
-        )
+        password = None if self.sasl_plain_password is None else self.sasl_plain_password.reveal()
+        return SaslCredentials(self.sasl_mechanism, self.sasl_plain_username, password, self.sasl_oauth_token_provider)
 
     def __repr__(self) -> str:
         shown = []
@@ -432,7 +446,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     **dict.fromkeys(_INT_RANGES, _parse_int),
     **dict.fromkeys(_BOOLS, parse_bool),
     "bootstrap_servers": parse_bootstrap,
-    "client_id": parse_text,
+    "client_id": parse_client_id,
     "acks": parse_acks,
     "enable_idempotence": parse_optional_bool,
     "compression_type": lambda name, value: parse_choice(name, value, _COMPRESSION_TYPES),
@@ -447,7 +461,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "transactional_id": parse_transactional_id,
     "ssl_context": _security.parse_ssl_context,
     **dict.fromkeys(("ssl_cafile", "ssl_certfile", "ssl_keyfile"), _security.parse_path),
-    **dict.fromkeys(("ssl_password", "sasl_plain_password"), _security.parse_secret),
+    **dict.fromkeys(("ssl_password", "sasl_plain_password"), parse_secret),
     "ssl_check_hostname": _security.parse_check_hostname,
     "sasl_mechanism": _security.parse_mechanism,
     "sasl_plain_username": lambda name, value: None if value is None else parse_text(name, value),

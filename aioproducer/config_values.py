@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from aioproducer.compression import CompressionType, validate_level
 from aioproducer.errors import ConfigError
+from aioproducer.protocol import MAX_STRING_BYTES
 from aioproducer.serializers import resolve_serializer
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "JAVA_CLASSES",
     "PARTITIONERS",
     "PartitionerLike",
+    "Secret",
     "check_address",
     "level_allowed",
     "levels_text",
@@ -27,10 +29,12 @@ __all__ = [
     "parse_bool",
     "parse_bootstrap",
     "parse_choice",
+    "parse_client_id",
     "parse_level",
     "parse_optional_bool",
     "parse_optional_int",
     "parse_partitioner",
+    "parse_secret",
     "parse_serializer",
     "parse_text",
     "parse_transactional_id",
@@ -60,6 +64,73 @@ JAVA_CLASSES = {  # class names from pasted Java configs → our names
 }
 ADDRESS = re.compile(r"(?:\[(?P<ipv6>[0-9A-Fa-f:.]+(?:%[\w.-]+)?)\]|(?P<host>[\w.-]+)):(?P<port>\d{1,5})")
 INTEGER = re.compile(r"[+-]?\d+")
+
+
+class Secret:
+    """A password as a setting holds it: `reveal()` gives the text; `repr`, `str`, `format`, `dataclasses.asdict`
+    and copies never show it, and `json.dumps` refuses it. Pickling keeps it (a producer config travels to Spark's
+    workers that way). Equal to another Secret, or to the plain text, with the same text."""
+
+    __slots__ = ("_text",)
+
+    def __init__(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise TypeError(f"a Secret holds a str, got a {type(text).__name__}")  # never echo what may be secret
+        self._text = text
+
+    def reveal(self) -> str:
+        """The secret text, for the code that sends it (TLS key loading, SASL)."""
+        return self._text
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return format(repr(self), spec)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Secret):
+            return self._text == other._text
+        if isinstance(other, str):
+            return self._text == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._text)
+
+    def __copy__(self) -> Secret:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Secret:
+        return self
+
+    def __reduce__(self) -> tuple[type[Secret], tuple[str]]:
+        return Secret, (self._text,)
+
+
+def parse_secret(name: str, value: Any) -> Secret | None:
+    # The value is never echoed: a wrong type may still be the real secret.
+    if value is None or isinstance(value, Secret):
+        return value
+    if isinstance(value, str):
+        return Secret(value)
+    raise ConfigError(f"{name} must be a str, got a {type(value).__name__}")
+
+
+def check_wire_string(name: str, value: str) -> str:
+    """A setting sent as a Kafka protocol string: UTF-8 within 32,767 bytes (Java's Type.STRING), checked here rather
+    than failing the first request that carries it."""
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ConfigError(f"{name} is not encodable as UTF-8 ({exc.reason} at position {exc.start})") from None
+    if size > MAX_STRING_BYTES:
+        raise ConfigError(
+            f"{name} is {size} bytes in UTF-8; Kafka protocol strings hold at most {MAX_STRING_BYTES}: shorten it"
+        )
+    return value
 
 
 def to_int(name: str, value: Any) -> int:
@@ -158,8 +229,13 @@ def split_address(address: str) -> tuple[str, int]:
 
 def parse_text(name: str, value: Any) -> str:
     if not isinstance(value, str):
-        raise ConfigError(f"{name} must be a str, got {type(value).__name__} {value!r}")
+        raise ConfigError(f"{name} must be a str, got {type(value).__name__} {value!r:.80}")
     return value
+
+
+def parse_client_id(name: str, value: Any) -> str:
+    """client_id goes in every request's header (a protocol string)."""
+    return check_wire_string(name, parse_text(name, value))
 
 
 def parse_partitioner(name: str, value: Any) -> str | PartitionerLike:
@@ -184,8 +260,8 @@ def parse_transactional_id(name: str, value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value:
-        raise ConfigError(f"{name} must be None or a non-empty str, got {value!r}")
-    return value
+        raise ConfigError(f"{name} must be None or a non-empty str, got {value!r:.80}")
+    return check_wire_string(name, value)  # InitProducerId, AddPartitionsToTxn, EndTxn, Produce carry it
 
 
 def parse_interceptors(name: str, value: Any) -> tuple[Any, ...]:

@@ -7,9 +7,11 @@ errors are mapped here, once; nothing above sees a socket or ssl exception.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import ssl
+import sys
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -47,6 +49,8 @@ log = logging.getLogger("aioproducer.connection")
 _NEGOTIATED_APIS = (ApiKey.PRODUCE, ApiKey.METADATA, ApiKey.INIT_PRODUCER_ID)
 _OPTIONAL_APIS = (ApiKey.CREATE_TOPICS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+# How long a closing connection waits, at most, for the broker to close its side after ours ended.
+_LINGER_S = 2.0
 # Java's SaslClientAuthenticator re-authenticates at 85% of the session lifetime plus up to 10% jitter: the margin
 # covers latency and clock drift, the jitter keeps many connections from re-authenticating at once (KIP-368).
 _REAUTH_WINDOW = (0.85, 0.95)
@@ -85,6 +89,9 @@ class BrokerConnection(asyncio.Protocol):
         # The cluster's finalized feature levels as this broker reported them (e.g. transaction.version, KIP-890).
         self.features = FinalizedFeatures()
         self.on_lost: Callable[[BrokerConnection], None] | None = None
+        # Called when the transport has taken all it was given into the socket after it pushed back (the sender
+        # sleeps while a connection is not writable: Java's selector wakes on OP_WRITE the same way).
+        self.on_writable: Callable[[], None] | None = None
         self._loop = asyncio.get_running_loop()
         # Event-loop time of the last byte sent or received (connections_max_idle_ms closes idle connections).
         self.last_active = self._loop.time()
@@ -98,6 +105,9 @@ class BrokerConnection(asyncio.Protocol):
         self._held: list[tuple[int, bytes]] | None = None  # (correlation id or -1, frame) written after re-auth
         # Correlation ids of written requests that await an answer, in wire order: Kafka answers in that order.
         self._written: deque[int] = deque()
+        # Futures of requests that expect no answer (acks=0 Produce), done once their frame is wholly in the socket.
+        self._unflushed: list[asyncio.Future[None]] = []
+        self._lost: asyncio.Future[None] | None = None  # done at connection_lost, while drain_and_close waits
         self._reauth_timer: asyncio.TimerHandle | None = None
         self._reauth_task: asyncio.Task[None] | None = None
         self.bytes_sent = self.bytes_received = 0  # on the wire, for the producer's metrics
@@ -146,6 +156,12 @@ class BrokerConnection(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # a stream transport: create_connection made it
+        # The transport pushes back (pause_writing) as soon as a frame is not wholly in the socket, and lets go
+        # (resume_writing) once everything is: a request is known to be sent when nothing is left in the
+        # transport's buffer, and a connection takes the next request only then, as Java's KafkaChannel holds one
+        # send at a time. TLS transports since Python 3.11 pause at a size >= their high-water mark (the others at >).
+        tls = transport.get_extra_info("sslcontext") is not None and sys.version_info >= (3, 11)
+        transport.set_write_buffer_limits(high=1 if tls else 0, low=0)  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
         self.last_active = self._loop.time()
@@ -182,6 +198,9 @@ class BrokerConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_reauthentication()
+        self._write_paused = False
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(None)
         reason = f": {exc}" if exc else ""
         error: AioProducerError = ConnectionClosedError(f"connection to {self.host}:{self.port} lost{reason}")
         if isinstance(exc, ssl.SSLError):
@@ -197,6 +216,9 @@ class BrokerConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._flushed()
+        if self.on_writable is not None and self._closed_error is None:
+            self.on_writable()
 
     # -- requests -----------------------------------------------------------------------------------------------
     @property
@@ -213,27 +235,53 @@ class BrokerConnection(asyncio.Protocol):
         # woken up then: a re-authenticating connection stays writable.
         return not self._write_paused and not self.closed
 
+    @property
+    def unflushed(self) -> int:
+        """Requests expecting no answer whose frame is not wholly in the socket yet."""
+        return len(self._unflushed)
+
     def send(
         self,
         api_key: ApiKey,
         body: Mapping[str, Any],
         *,
         version: int | None = None,
-        expect_response: bool = True,
         decoder: Decoder | None = None,
-    ) -> asyncio.Future[dict[str, Any]] | None:
-        """Write one request now. Returns a future of the decoded response, or None when none is expected."""
+    ) -> asyncio.Future[dict[str, Any]]:
+        """Write one request now. Returns a future of the decoded response."""
+        future: asyncio.Future[dict[str, Any]] = self._send(api_key, body, version, decoder, expect_response=True)
+        return future
+
+    def send_unanswered(
+        self, api_key: ApiKey, body: Mapping[str, Any], *, version: int | None = None
+    ) -> asyncio.Future[None]:
+        """Write one request that gets no answer (an acks=0 Produce) now. Returns a future done once the request
+        is wholly in the socket (Java completes such a request when its send completes), or failed with
+        ConnectionClosedError if the connection ends before."""
+        future: asyncio.Future[None] = self._send(api_key, body, version, None, expect_response=False)
+        return future
+
+    def _send(
+        self,
+        api_key: ApiKey,
+        body: Mapping[str, Any],
+        version: int | None,
+        decoder: Decoder | None,
+        *,
+        expect_response: bool,
+    ) -> asyncio.Future[Any]:
         if self._closed_error is not None or self._transport is None:
             raise self._closed_error or ConnectionClosedError(f"connection to {self.host}:{self.port} is closed")
         api_version = self.versions[api_key] if version is None else version
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         frame = encode_request(api_key, api_version, correlation_id, self.client_id, body)
-        future: asyncio.Future[dict[str, Any]] | None = None
+        future: asyncio.Future[Any] = self._loop.create_future()
         if expect_response:
-            future = self._loop.create_future()
             timer = self._loop.call_later(self.request_timeout_s, self._on_timeout, correlation_id)
             self._pending[correlation_id] = _Pending(future, decoder or _response_decoder(api_key, api_version), timer)
+        else:
+            self._unflushed.append(future)
         if self._held is not None and api_key not in _SASL_APIS:
             # KIP-368: only SASL requests go out while re-authenticating. The request is handed over all the same:
             # stamped as activity, as a written one is (the observer reads the stamp as the request's send time).
@@ -249,16 +297,66 @@ class BrokerConnection(asyncio.Protocol):
         self.last_active = self._loop.time()
         self.bytes_sent += len(frame)
         self._transport.write(frame)  # type: ignore[union-attr]  # callers checked the connection is open
+        if not self._write_paused:  # the socket took the whole frame (and all before it)
+            self._flushed()
+
+    def _flushed(self) -> None:
+        """Everything written so far is in the socket: requests expecting no answer are sent. Held frames (KIP-368)
+        are not written yet, so their futures wait for their own write."""
+        if not self._unflushed or self._held is not None:
+            return
+        unflushed, self._unflushed = self._unflushed, []
+        for future in unflushed:
+            if not future.done():
+                future.set_result(None)
 
     async def request(self, api_key: ApiKey, body: Mapping[str, Any], *, version: int | None = None) -> dict[str, Any]:
-        future = self.send(api_key, body, version=version)
-        if future is None:  # pragma: no cover - expect_response defaults to True
-            raise RuntimeError("no response expected")
-        return await future
+        return await self.send(api_key, body, version=version)
 
     def close(self) -> None:
-        """Close now; requests in flight fail with ConnectionClosedError."""
+        """Close now; requests in flight fail with ConnectionClosedError, bytes not yet in the socket are dropped."""
         self._abort(ConnectionClosedError(f"connection to {self.host}:{self.port} closed by the producer"))
+
+    async def drain_and_close(self, timeout_s: float) -> None:
+        """Close once what was written is wholly in the socket (within `timeout_s`), with the socket's normal close:
+        our side ends after the last byte (the broker reads everything before it sees the end), then the broker's
+        side is awaited, reading what it still sends, so that our socket never resets the connection (a reset makes
+        the broker drop what it has not read yet). Past `timeout_s`, drop the rest (`close`). Requests still waiting
+        for an answer fail with ConnectionClosedError either way (Java's close: in-flight acks=0 requests are sent in
+        full before the socket is closed)."""
+        transport = self._transport
+        if transport is None or self.closed:
+            self.close()
+            return
+        deadline = self._loop.time() + max(0.0, timeout_s)
+        while self._write_paused and not self.closed and self._loop.time() < deadline:
+            drained: asyncio.Future[None] = self._loop.create_future()
+            previous = self.on_writable
+            self.on_writable = functools.partial(_resolve_future, drained)
+            try:
+                await asyncio.wait_for(asyncio.shield(drained), deadline - self._loop.time())
+            except asyncio.TimeoutError:
+                break
+            finally:
+                self.on_writable = previous
+        if self._write_paused or self.closed:
+            self.close()
+            return
+        self._stop_reauthentication()
+        self._closed_error = self._closed_error or ConnectionClosedError(
+            f"connection to {self.host}:{self.port} closed by the producer"
+        )
+        self._fail_all(self._closed_error)
+        lost = self._lost = self._lost or self._loop.create_future()
+        if transport.can_write_eof():
+            transport.write_eof()
+            # The broker closes its side once it has read ours to the end (Kafka does at once); bounded, so that a
+            # stopped broker does not hold the producer's close.
+            linger_s = min(_LINGER_S, max(0.0, deadline - self._loop.time()))
+            done, _ = await asyncio.wait({lost}, timeout=linger_s)
+            if done:
+                return
+        transport.close()
 
     # -- internals ----------------------------------------------------------------------------------------------
     def _on_timeout(self, correlation_id: int) -> None:
@@ -278,6 +376,11 @@ class BrokerConnection(asyncio.Protocol):
             self._transport.abort()
 
     def _fail_all(self, error: AioProducerError) -> None:
+        unflushed, self._unflushed = self._unflushed, []
+        for waiter in unflushed:
+            if not waiter.done():
+                waiter.set_exception(error)
+                waiter.exception()  # seen: the sender reads it from its callback
         pending, self._pending = self._pending, {}
         for entry in pending.values():
             entry.timer.cancel()
@@ -339,6 +442,8 @@ class BrokerConnection(asyncio.Protocol):
         if self._transport is not None and not self.closed:
             for correlation_id, frame in held:
                 self._write(correlation_id, frame)
+            if not self._write_paused:
+                self._flushed()
 
     def _stop_reauthentication(self) -> None:
         if self._reauth_timer is not None:
@@ -347,6 +452,11 @@ class BrokerConnection(asyncio.Protocol):
         task, self._reauth_task = self._reauth_task, None
         if task is not None and not task.done() and task is not asyncio.current_task():
             task.cancel()
+
+
+def _resolve_future(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _optional_versions(broker: Mapping[int, tuple[int, int]]) -> dict[ApiKey, int]:

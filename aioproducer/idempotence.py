@@ -25,11 +25,21 @@ R5  A new batch is stamped only if its partition is neither unresolved (R8) nor 
     producer.id.expiration.ms make a broker forget; such a broker takes any sequence, so a second batch could
     overtake the first), and its stream is the producer's current (id, epoch); a stream of an older identity
     moves to the current one, from sequence 0, once nothing of it is tracked or on the wire (Java:
-    maybeUpdateProducerIdAndEpoch).
-R6  MESSAGE_TOO_LARGE for a batch of several records: split it. The parts take consecutive slices of its sequence
-    range under its id and epoch, and its place in the sequence order; no epoch bump (Java: splitAndReenqueue,
-    insertInSequenceOrder). A part of a batch that may have been written whole proves nothing by an
-    OUT_OF_ORDER_SEQUENCE_NUMBER (the broker knows the whole by other bounds): it fails, its outcome unknown.
+    maybeUpdateProducerIdAndEpoch). A stream restarted by R9 probes with its first renumbered batch. A
+    transaction's new epoch from the coordinator (EndTxn v5, InitProducerId with the same producer id) starts a
+    partition's stream without a probe when the partition's broker holds the producer: an earlier stream of the
+    same producer id was acknowledged there within `IDLE_PROBE_MS` (the assumption R5 makes of any stream). That
+    broker checks a newer epoch strictly (its first batch must be sequence 0, each next one follow: Kafka's
+    ProducerAppendInfo.checkSequence, whatever the transaction markers wrote), so no batch can overtake another;
+    only a broker with no state for the producer takes any sequence. (Java never probes: it sends up to 5 batches
+    per partition at once after any epoch bump.)
+R6  MESSAGE_TOO_LARGE for a batch of several records: split it; and a batch refused for some of its records
+    (KIP-467: an error answer naming them in RecordErrors) is split around them, each named record a part of its
+    own that fails with its own error (surely not written: R8 breaks the stream there), the others sent again.
+    The parts take consecutive slices of its sequence range under its id and epoch, and its place in the sequence
+    order; no epoch bump (Java: splitAndReenqueue, insertInSequenceOrder). A part of a batch that may have been
+    written whole proves nothing by an OUT_OF_ORDER_SEQUENCE_NUMBER (the broker knows the whole by other bounds):
+    it fails, its outcome unknown.
 R7  Answers. NONE: the last acknowledged sequence moves up. DUPLICATE_SEQUENCE_NUMBER: the broker has the batch
     already (older brokers, Tansu): delivered, offset unknown. OUT_OF_ORDER_SEQUENCE_NUMBER proves the broker does
     not have the batch (a resend of one it has is recognised, R5); for the first tracked batch, or the one right
@@ -51,11 +61,14 @@ R9  A broken stream restarts. Batches tracked from the break on were never writt
     locally (KIP-360, Java: bumpIdempotentProducerEpoch) unless the producer's is already newer than the stream's;
     at epoch 32767, or once a broker refused a locally bumped epoch (Tansu answers PRODUCER_FENCED), a new producer
     id is asked for instead. Other partitions take the new identity by R5.
-R10 Transactions: a transactional producer never bumps or renumbers on its own. A failed batch, an
-    OUT_OF_ORDER_SEQUENCE_NUMBER for the next batch, an UNKNOWN_PRODUCER_ID outside retention, or an unresolved
-    hole make the producer's state *abortable* (epoch bump required, when the coordinator can bump it) or *fatal*;
-    the new identity after the abort (`set_producer_id`) restarts every stream. CLUSTER_AUTHORIZATION_FAILED,
-    PRODUCER_FENCED and UNSUPPORTED_VERSION are fatal (Java: maybeTransitionToErrorState).
+R10 Transactions: a transactional producer never bumps or renumbers on its own. A stamped batch failing for good (an
+    OUT_OF_ORDER_SEQUENCE_NUMBER for the next batch, an UNKNOWN_PRODUCER_ID outside retention, a final error, a
+    timeout, an abort) breaks its stream there, and a broken stream needs a new epoch from the coordinator
+    (`ProducerIdentity.epoch_bump_required`): InitProducerId with the current id and epoch after the abort under
+    transaction version 1, EndTxn v5's new epoch under version 2, or, for a coordinator that cannot bump, the end of
+    the producer. The new identity (`set_producer_id`) restarts every stream. Whether a failed batch makes the
+    transaction abortable or the producer fatal is the transaction state machine's verdict (Java:
+    maybeTransitionToErrorState), never this module's.
 
 On purpose, unlike Java (each where Java can write a record twice or out of order): a break renumbers only the
 batches from the break on, once nothing of the partition is on the wire (Java rewrites every in-flight batch of the
@@ -70,13 +83,14 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from .error_codes import ErrorCode
-from .errors import DeliveryTimeoutError, TransactionFatalError, TransactionRequiresAbortError
+from .errors import DeliveryTimeoutError
 from .kafka_errors import kafka_error
+from .producer_identity import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdentity
 
 __all__ = [
     "IDLE_PROBE_MS",
@@ -87,14 +101,13 @@ __all__ = [
     "Action",
     "Decision",
     "IdempotenceState",
+    "ProducerIdentity",
     "SequencedBatch",
     "wire_sequence",
 ]
 
 log = logging.getLogger("aioproducer.idempotence")
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 # ProducerStateEntry.NUM_BATCHES_TO_RETAIN: how many of a producer's last batches a broker keeps per partition to
 # recognise a resend. More batches tracked at once could make a written, unacknowledged one unrecognisable.
@@ -113,16 +126,6 @@ _MAYBE_APPENDED = frozenset(
         ErrorCode.NETWORK_EXCEPTION,
         ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         ErrorCode.KAFKA_STORAGE_ERROR,
-    }
-)
-# R10: Java's maybeTransitionToErrorState: fatal whatever the producer (ClusterAuthorizationException,
-# TransactionalIdAuthorizationException, ProducerFencedException, UnsupportedVersionException).
-_FATAL = frozenset(
-    {
-        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-        ErrorCode.PRODUCER_FENCED,
-        ErrorCode.UNSUPPORTED_VERSION,
     }
 )
 
@@ -156,6 +159,9 @@ class Action(enum.Enum):
     DONE = "done"  # delivered: settle it
     RETRY = "retry"  # put it back in its queue, in sequence order, after the retry backoff
     SPLIT = "split"  # split it (MESSAGE_TOO_LARGE); `on_split` stamps the parts
+    # KIP-467: split out the records in `Decision.record_errors` (each fails with its own error, `on_abandoned`);
+    # the others go again (for a transaction, which must now be aborted, they fail too)
+    REJECT_RECORDS = "reject records"
     FAIL = "fail"  # failed for good with `Decision.error`
 
 
@@ -163,6 +169,7 @@ class Action(enum.Enum):
 class Decision:
     action: Action
     error: BaseException | None = None
+    record_errors: Mapping[int, BaseException] | None = None  # REJECT_RECORDS: record index -> its error
 
 
 _DONE = Decision(Action.DONE)
@@ -187,11 +194,15 @@ class _Stream:
     unresolved_next: int | None = None  # R8: the sequence after a hole of unknown fate
     # R5: a batch stamped while nothing of the partition was out; the next new batch waits for its answer.
     probe: SequencedBatch | None = None
+    # R5: the partition's broker holds this producer id from an earlier stream, acknowledged at `last_ack_ms`.
+    broker_knows_producer: bool = False
     # R6: parts of a split batch that may have been written whole (by id): their refusal proves nothing.
     uncertain_parts: set[int] = field(default_factory=set)
     broken_at: int | None = None  # R9: batches from here on were never written
 
     def restart(self, producer_id: int, producer_epoch: int) -> None:
+        if producer_id != self.producer_id:
+            self.broker_knows_producer = False
         self.producer_id, self.producer_epoch = producer_id, producer_epoch
         self.next_sequence = 0
         self.last_acked = NO_SEQUENCE
@@ -199,6 +210,23 @@ class _Stream:
 
     def first_tracked_before(self, sequence: int) -> bool:
         return bool(self.tracked) and self.tracked[0].base_sequence < sequence
+
+
+def _named_records(
+    batch: SequencedBatch, code: int, message: str | None, record_errors: Sequence[tuple[int, str | None]]
+) -> dict[int, BaseException] | None:
+    """Each record a KIP-467 answer names, with its error (Java's Sender.failBatch): the partition's error class
+    when one record is named, INVALID_RECORD when several are (the code cannot tell their causes apart); the
+    record's message, else the partition's. None when no named record is in the batch."""
+    named = {index: text for index, text in record_errors if 0 <= index < batch.record_count}
+    if not named:
+        return None
+    single = len(named) == 1
+    errors: dict[int, BaseException] = {}
+    for index, text in named.items():
+        detail = f"{batch.tp[0]}-{batch.tp[1]}, record {index} of its batch: {text or message or 'refused'}"
+        errors[index] = kafka_error(code if single else ErrorCode.INVALID_RECORD, detail)
+    return errors
 
 
 def _last_sequence(batch: SequencedBatch) -> int:
@@ -219,63 +247,72 @@ class IdempotenceState:
         retries: int = _MAX_RETRIES,
         delivery_timeout_ms: int = 120_000,
         transactional_id: str | None = None,
+        identity: ProducerIdentity | None = None,
     ) -> None:
         self.enabled = enabled or transactional_id is not None
         self.transactional_id = transactional_id
         self.retries = retries
         self.delivery_timeout_ms = delivery_timeout_ms
-        self.producer_id = NO_PRODUCER_ID
-        self.producer_epoch = NO_PRODUCER_EPOCH
-        # R1/R9: InitProducerId must be (re)sent; set at start, at epoch exhaustion, after a refused local bump.
-        self.needs_producer_id = self.enabled
+        # R1/R9: the producer id and epoch, shared with the transaction state machine of a transactional producer.
+        self.identity = identity if identity is not None else ProducerIdentity(needs_producer_id=self.enabled)
         self.local_bumps_refused = False
         self._granted_epoch = NO_PRODUCER_EPOCH  # the epoch the broker gave; above it, bumped locally
-        # R10: the next identity must come from the coordinator with a bumped epoch (KIP-360).
-        self.epoch_bump_required = False
-        self.can_bump_epoch = True  # transactions: whether the coordinator speaks InitProducerId v3+
-        self.fatal_error: BaseException | None = None
-        self.abortable_error: BaseException | None = None
         self._streams: dict[TopicPartition, _Stream] = {}
         self._attention: set[TopicPartition] = set()  # unresolved or broken partitions (maybe_resolve)
 
     # -- identity (R1, R9, R10) ---------------------------------------------------------------------------------
+    @property
+    def producer_id(self) -> int:
+        return self.identity.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.identity.producer_epoch
+
+    @property
+    def needs_producer_id(self) -> bool:
+        """R1/R9: InitProducerId must be (re)sent: at start, at epoch exhaustion, after a refused local bump."""
+        return self.identity.needs_producer_id
+
     @property
     def transactional(self) -> bool:
         return self.transactional_id is not None
 
     @property
     def has_producer_id(self) -> bool:
-        return not self.enabled or self.producer_id != NO_PRODUCER_ID
+        return not self.enabled or self.identity.known
 
     def set_producer_id(self, producer_id: int, producer_epoch: int) -> None:
         """A new identity from InitProducerId (or EndTxn v5). Streams move to it when quiet (R5); broken ones at
-        their restart (R9); for transactions, every quiet stream is reset at once."""
-        if (producer_id, producer_epoch) != (self.producer_id, self.producer_epoch):
-            log.info("producer id %d, epoch %d", producer_id, producer_epoch)
-        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        their restart (R9); for transactions, every quiet stream restarts at once, remembering whether its broker
+        holds the producer id (R5)."""
+        self.identity.adopt(producer_id, producer_epoch)
         self._granted_epoch = producer_epoch
-        self.needs_producer_id = False
-        self.epoch_bump_required = False
         if self.transactional:
-            self.abortable_error = None
             for tp, stream in list(self._streams.items()):
                 if not stream.tracked and not stream.on_wire:
-                    del self._streams[tp]
+                    known = stream.producer_id == producer_id and (
+                        stream.last_acked != NO_SEQUENCE or stream.broker_knows_producer
+                    )
+                    fresh = self._streams[tp] = _Stream(producer_id, producer_epoch)
+                    fresh.broker_knows_producer = known
+                    fresh.last_ack_ms = stream.last_ack_ms if known else 0
                     self._attention.discard(tp)
 
     def _bump(self) -> bool:
         """Make the producer's identity newer than every stream's (R9): True when done, False when a new id (or,
         for transactions, a bumped epoch from the coordinator) must be asked for first."""
+        identity = self.identity
         if self.transactional:
-            self.epoch_bump_required = True
+            identity.require_epoch_bump()
             return False
-        if self.needs_producer_id:
+        if identity.needs_producer_id:
             return False
-        if self.producer_epoch >= _MAX_EPOCH or self.local_bumps_refused:
-            self.needs_producer_id = True
+        if identity.producer_epoch >= _MAX_EPOCH or self.local_bumps_refused:
+            identity.needs_producer_id = True
             return False
-        self.producer_epoch += 1
-        log.info("producer id %d: epoch bumped to %d (KIP-360)", self.producer_id, self.producer_epoch)
+        identity.producer_epoch += 1
+        log.info("producer id %d: epoch bumped to %d (KIP-360)", identity.producer_id, identity.producer_epoch)
         return True
 
     # -- draining (R4, R5) --------------------------------------------------------------------------------------
@@ -288,7 +325,7 @@ class IdempotenceState:
             if stream is None or not stream.tracked or stream.tracked[0] is not batch:
                 return False
             return stream.broken_at is None or batch.base_sequence < stream.broken_at
-        if self.needs_producer_id or self.producer_id == NO_PRODUCER_ID or self.fatal_error is not None:  # R1
+        if self.identity.needs_producer_id or not self.identity.known:  # R1
             return False
         if stream is None:
             return True
@@ -313,7 +350,8 @@ class IdempotenceState:
             batch.producer_id, batch.producer_epoch = stream.producer_id, stream.producer_epoch
             batch.base_sequence = stream.next_sequence
             stream.next_sequence += batch.record_count
-            idle = stream.last_acked == NO_SEQUENCE or now_ms - stream.last_ack_ms >= IDLE_PROBE_MS
+            unknown = stream.last_acked == NO_SEQUENCE and not stream.broker_knows_producer
+            idle = unknown or now_ms - stream.last_ack_ms >= IDLE_PROBE_MS
             if idle and not stream.tracked and not stream.on_wire:
                 stream.probe = batch  # R5: the broker may have no state for the producer
             stream.tracked.append(batch)
@@ -335,8 +373,10 @@ class IdempotenceState:
         base_offset: int = -1,
         log_start_offset: int = -1,
         message: str | None = None,
+        record_errors: Sequence[tuple[int, str | None]] = (),
     ) -> Decision:
-        """A Produce answer for the batch (its partition's part of it): what to do next."""
+        """A Produce answer for the batch (its partition's part of it): what to do next. `record_errors`: the
+        answer's RecordErrors (KIP-467), (index of the record in the batch, its message)."""
         stream = self._off_wire(batch)
         if error_code == ErrorCode.NONE or (error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and stream is not None):
             self._acked(batch, stream, base_offset, now_ms)
@@ -349,6 +389,13 @@ class IdempotenceState:
         # Java: Sender.canRetry checks the limits first, so TransactionManager.canRetry acts only within them.
         if self._within_limits(batch, now_ms) and self._can_retry(batch, stream, error_code, log_start_offset, error):
             return _RETRY
+        rejected = _named_records(batch, error_code, message, record_errors) if record_errors else None
+        if rejected is not None and batch.record_count == 1:
+            self._fail(batch, stream, error_code, rejected[0])  # the batch's one record: its own error
+            return Decision(Action.FAIL, rejected[0])
+        if rejected is not None and not self._timed_out(batch, now_ms):
+            # R6: the batch stays tracked for `on_split`; the named parts then fail through `on_abandoned`.
+            return Decision(Action.REJECT_RECORDS, error, rejected)
         if error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and (
             stream is None or id(batch) not in stream.uncertain_parts
         ):
@@ -513,7 +560,7 @@ class IdempotenceState:
             log.info("the broker refused a locally bumped epoch (%s): asking for a new producer id", error)
             self.local_bumps_refused = True
             if (stream.producer_id, stream.producer_epoch) == (self.producer_id, self.producer_epoch):
-                self.needs_producer_id = True
+                self.identity.needs_producer_id = True
             batch.maybe_written = False
             self._break(stream, batch.tp, stream.tracked[0].base_sequence)
             return True
@@ -530,8 +577,6 @@ class IdempotenceState:
 
     def _fail(self, batch: SequencedBatch, stream: _Stream | None, code: int | None, error: BaseException) -> None:
         """The batch failed for good with `error` (`code` None: not an error answer): R8, R9, R10."""
-        if self.transactional:
-            self._transition_to_error(code, error)
         if stream is None or batch not in stream.tracked:
             return
         stream.tracked.remove(batch)
@@ -544,6 +589,7 @@ class IdempotenceState:
         if self.transactional:
             # R10: the abort that follows restarts the stream under the coordinator's new epoch.
             stream.broken_at = batch.base_sequence if stream.broken_at is None else stream.broken_at
+            self.identity.require_epoch_bump()
         elif stream.broken_at is not None:
             if not batch.maybe_written and batch.base_sequence < stream.broken_at:
                 stream.broken_at = batch.base_sequence  # nothing after it can have been written either
@@ -553,17 +599,6 @@ class IdempotenceState:
                 stream.unresolved_next = max(stream.unresolved_next or 0, end)
         else:
             self._break(stream, batch.tp, batch.base_sequence)
-
-    def _transition_to_error(self, code: int | None, error: BaseException) -> None:
-        """R10 (Java: maybeTransitionToErrorState)."""
-        if self.fatal_error is not None:
-            return
-        if code in _FATAL:
-            self.fatal_error = error
-        elif self.abortable_error is None:
-            self.abortable_error = error
-            if self.can_bump_epoch:
-                self.epoch_bump_required = True
 
     def _break(self, stream: _Stream, tp: TopicPartition, sequence: int) -> None:
         stream.broken_at = sequence if stream.broken_at is None else min(stream.broken_at, sequence)
@@ -582,8 +617,6 @@ class IdempotenceState:
             if stream.unresolved_next is not None and quiet:
                 if stream.last_acked + 1 >= stream.unresolved_next:
                     stream.unresolved_next = None
-                elif self.transactional:
-                    self._unresolved_transaction(stream)
                 else:
                     log.info("%s-%d: batches failed whose fate is unknown; restarting its sequences", *tp)
                     self._break(stream, tp, stream.next_sequence)
@@ -595,18 +628,6 @@ class IdempotenceState:
                 self._restart(stream, tp)
             if stream.unresolved_next is None and stream.broken_at is None:
                 self._attention.discard(tp)
-
-    def _unresolved_transaction(self, stream: _Stream) -> None:
-        """R10 (Java: maybeResolveSequences, transactional branch)."""
-        stream.unresolved_next = None
-        message = "The client hasn't received acknowledgment for some previously sent messages and can no longer retry"
-        if self.can_bump_epoch:
-            self.epoch_bump_required = True
-            unresolved = TransactionRequiresAbortError(message + " them: abort the transaction")
-            self.abortable_error = self.abortable_error or unresolved
-        else:
-            # It becomes the failure of every record still buffered: a typed error saying the producer is done.
-            self.fatal_error = self.fatal_error or TransactionFatalError(message + " them: it isn't safe to continue")
 
     def _restart(self, stream: _Stream, tp: TopicPartition) -> None:
         """R9: renumber the tracked batches (all from the break on) from 0 under a newer identity."""
@@ -622,6 +643,10 @@ class IdempotenceState:
             batch.base_sequence = stream.next_sequence
             batch.maybe_written = False
             stream.next_sequence += batch.record_count
+        # R5: the restarted stream's first batch is its probe. A broker that lost the producer's state (the
+        # retention or expiry that broke the stream, often) takes any sequence: a new batch sent behind the first
+        # could be written before it, and a retry of the first then refused as out of order.
+        stream.probe = stream.tracked[0] if stream.tracked else None
         log.info(
             "%s-%d: sequences restart at 0 under producer id %d, epoch %d (%d batch(es) renumbered)",
             *tp,

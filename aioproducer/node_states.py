@@ -1,5 +1,5 @@
 """Per-node connection bookkeeping, pure: when a node may be tried again, how long its next connection setup may
-take, and which open connections have been idle too long.
+take, which open connections have been idle too long, and which nodes have stopped taking the batches ready for them.
 
 Mirrors Java's ClusterConnectionStates (exponential reconnect backoff, KIP-144/KIP-580; exponential connection
 setup timeout, KIP-601) and the idle expiry of its Selector (`connections.max.idle.ms`). Time arrives as an argument
@@ -13,7 +13,7 @@ import random
 from collections.abc import Hashable, Iterable
 from typing import TypeVar
 
-__all__ = ["ExponentialBackoff", "NodeStates", "idle_expiry"]
+__all__ = ["ExponentialBackoff", "NodeLatency", "NodeStates", "idle_expiry"]
 
 K = TypeVar("K")
 _JITTER = 0.2  # Java's CommonClientConfigs RECONNECT_BACKOFF_JITTER and CONNECTION_SETUP_TIMEOUT_JITTER
@@ -84,6 +84,30 @@ class NodeStates:
         """Time until the earliest node now backing off may be tried again; None when none is backing off."""
         delays = [s.next_attempt_ms - now_ms for s in self._nodes.values() if s.next_attempt_ms > now_ms]
         return min(delays) if delays else None
+
+
+class NodeLatency:
+    """When each node last had batches ready to go, and when it last could take them (Java's
+    RecordAccumulator.NodeLatencyStats, KIP-794): a node whose ready batches have waited longer than
+    partitioner_availability_timeout_ms (no connection, every request slot taken, a socket that does not drain)
+    stops getting keyless records until it takes batches again."""
+
+    __slots__ = ("_drained_ms", "_ready_ms")
+
+    def __init__(self) -> None:
+        self._ready_ms: dict[int, int] = {}
+        self._drained_ms: dict[int, int] = {}
+
+    def ready(self, node: int, now_ms: int, *, drained: bool) -> None:
+        """`node` had batches ready at `now_ms`, and took them (`drained`) or could not."""
+        self._ready_ms[node] = now_ms
+        if drained or node not in self._drained_ms:
+            self._drained_ms[node] = now_ms
+
+    def unavailable(self, timeout_ms: int) -> set[int]:
+        """The nodes whose ready batches have waited more than `timeout_ms`."""
+        drained = self._drained_ms
+        return {node for node, ready in self._ready_ms.items() if ready - drained[node] > timeout_ms}
 
 
 def idle_expiry(

@@ -1,4 +1,5 @@
-"""Choosing a record's partition: Java-compatible murmur2 key hashing, uniform sticky and round-robin partitioners.
+"""Choosing a record's partition: Java-compatible murmur2 key hashing, adaptive sticky (KIP-794) and round-robin
+partitioners.
 
 Pure: no I/O, no asyncio, no clock; randomness comes from an injectable `random.Random`. Reads topic state only
 through the `TopicPartitions` protocol, never from metadata internals.
@@ -6,6 +7,7 @@ through the `TopicPartitions` protocol, never from metadata internals.
 
 from __future__ import annotations
 
+import bisect
 import random
 import struct
 from collections.abc import Callable, Sequence
@@ -22,6 +24,7 @@ from aioproducer.errors import (
 
 __all__ = [
     "DefaultPartitioner",
+    "PartitionLoadStats",
     "Partitioner",
     "RoundRobinPartitioner",
     "TopicPartitions",
@@ -29,7 +32,9 @@ __all__ = [
     "candidates",
     "choose_partition",
     "key_bytes",
+    "load_stats",
     "murmur2",
+    "next_partition",
     "partition_for_key",
     "pick_other",
     "still_usable",
@@ -157,15 +162,70 @@ class _Sticky:
 _HASH_CACHE_SIZE = 16384
 
 
-class DefaultPartitioner:
-    """Java's BuiltInPartitioner (KIP-794) without adaptive load statistics.
+class PartitionLoadStats:
+    """A topic's partitions weighted by how little waits for them (Java's BuiltInPartitioner.PartitionLoadStats):
+    `cumulative[i]` is the running sum of the weights of `partition_ids[:i + 1]`; `queues` is how many of the topic's
+    partitions the accumulator holds a queue for (the weights mean something only once it holds one for each)."""
 
-    Keyed records: murmur2 over all partitions. Keyless records (or every record with `ignore_keys`): uniform
-    sticky, staying on one partition until about `batch_size` bytes went to it, then moving to a random
-    available partition other than the last one; with no partition available, any partition.
+    __slots__ = ("cumulative", "partition_ids", "queues")
+
+    def __init__(self, cumulative: list[int], partition_ids: list[int], queues: int) -> None:
+        self.cumulative = cumulative
+        self.partition_ids = partition_ids
+        self.queues = queues
+
+    def __repr__(self) -> str:
+        return f"PartitionLoadStats(cumulative={self.cumulative}, partition_ids={self.partition_ids})"
+
+
+def load_stats(queue_sizes: Sequence[int], partition_ids: Sequence[int], queues: int) -> PartitionLoadStats | None:
+    """Java's BuiltInPartitioner.updatePartitionLoadStats: from the queue sizes (batches waiting) of a topic's
+    partitions that may take records (leader known, and not left out by partitioner_availability_timeout_ms), a
+    cumulative frequency table in which a partition weighs (largest queue + 1 - its queue): an empty queue the most,
+    the longest queue 1. None (uniform sticky) when nothing is to be gained: fewer than two partitions in all, none
+    available, or every queue the same length with none left out."""
+    length = len(queue_sizes)
+    if queues < 2 or length < 1:
+        return None
+    most = max(queue_sizes) + 1
+    if length == queues and min(queue_sizes) + 1 == most:
+        return None
+    cumulative: list[int] = []
+    running = 0
+    for size in queue_sizes:
+        running += most - size
+        cumulative.append(running)
+    return PartitionLoadStats(cumulative, list(partition_ids), queues)
+
+
+def next_partition(
+    choices: Sequence[int],
+    previous: int,
+    rng: random.Random,
+    stats: PartitionLoadStats | None,
+    num_partitions: int,
+) -> int:
+    """The partition a keyless sticky stream moves to (Java's BuiltInPartitioner.nextPartition). With load stats,
+    once the accumulator holds a queue for every partition: a partition drawn with its weight, so a broker that
+    falls behind gets less (KIP-794), and one left out gets nothing. Otherwise a uniformly random one of `choices`
+    other than `previous` (`pick_other`)."""
+    if stats is not None and stats.queues >= num_partitions:
+        cumulative = stats.cumulative
+        drawn = rng.randrange(cumulative[-1])
+        return stats.partition_ids[bisect.bisect_right(cumulative, drawn)]
+    return pick_other(choices, previous, rng)
+
+
+class DefaultPartitioner:
+    """Java's BuiltInPartitioner (KIP-794).
+
+    Keyed records: murmur2 over all partitions. Keyless records (or every record with `ignore_keys`): sticky,
+    staying on one partition until about `batch_size` bytes went to it, then moving to another (`next_partition`):
+    weighted by the partitions' queue sizes when the accumulator reports them (`update_load_stats`, adaptive
+    partitioning), else a random available partition other than the last one; with no partition available, any.
     """
 
-    __slots__ = ("_batch_size", "_hashes", "_ignore_keys", "_rng", "_sticky")
+    __slots__ = ("_batch_size", "_hashes", "_ignore_keys", "_load", "_rng", "_sticky")
 
     def __init__(self, batch_size: int = 16384, *, ignore_keys: bool = False, rng: random.Random | None = None) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
@@ -175,6 +235,13 @@ class DefaultPartitioner:
         self._rng = rng if rng is not None else random.Random()
         self._sticky: dict[str, _Sticky] = {}
         self._hashes: dict[bytes, int] = {}
+        self._load: dict[str, PartitionLoadStats | None] = {}
+
+    def update_load_stats(
+        self, topic: str, queue_sizes: Sequence[int], partition_ids: Sequence[int], queues: int
+    ) -> None:
+        """The accumulator's view of `topic` (`load_stats`), for the next switch of its sticky partition."""
+        self._load[topic] = load_stats(queue_sizes, partition_ids, queues)
 
     def partition(self, topic: str, key: bytes | None, record_size: int, partitions: TopicPartitions) -> int:
         """The record's partition; keyless records add `record_size` to the sticky partition's tally."""
@@ -211,7 +278,8 @@ class DefaultPartitioner:
 
     def _switch(self, topic: str, old: _Sticky | None, partitions: TopicPartitions) -> _Sticky:
         previous = -1 if old is None else old.partition
-        state = _Sticky(pick_other(candidates(topic, partitions), previous, self._rng))
+        choices = candidates(topic, partitions)
+        state = _Sticky(next_partition(choices, previous, self._rng, self._load.get(topic), partitions.num_partitions))
         self._sticky[topic] = state
         return state
 

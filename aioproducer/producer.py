@@ -107,6 +107,7 @@ class Producer(TransactionalMethods):
             new_outcome=self._new_outcome,
             guarantee_order=cfg.max_in_flight_requests_per_connection == 1,
             batch_max_size=cfg.effective_batch_max_size,
+            load_sink=_load_sink(cfg, self._partitioner),
         )
         self._memory_waiters = MemoryWaiters(self._accumulator.pool, self._wake, cfg.max_block_ms)
         self._shutdown_task: asyncio.Task[None] | None = None
@@ -277,6 +278,9 @@ class Producer(TransactionalMethods):
             return
         if timeout is None and self.config.close_timeout_ms is not None:
             timeout = self.config.close_timeout_ms / 1000
+        # What is left of the timeout when the records are settled goes to the connections: bytes still in their
+        # buffers (requests written, not yet in the socket) get that long to reach it before the sockets close.
+        deadline = None if timeout is None else self._loop.time() + timeout
         self._begin_closing()
         try:
             if self._txn is not None:
@@ -290,7 +294,11 @@ class Producer(TransactionalMethods):
         except KafkaTimeoutError:
             log.warning("close(timeout=%s): failing records not delivered in time", timeout)
         finally:
-            await self._shutdown()
+            if deadline is None:
+                drain_s = self.config.request_timeout_ms / 1000
+            else:
+                drain_s = max(0.0, deadline - self._loop.time())
+            await self._shutdown(drain_s)
 
     def _begin_closing(self) -> None:
         """No more records: sends raise, waiting sends fail now, and every buffered batch is ready at once."""
@@ -301,18 +309,19 @@ class Producer(TransactionalMethods):
         self._cluster.fail_waiters(error)
         self._wake()
 
-    async def _shutdown(self) -> None:
-        """Stop the sender, close every connection, fail what is left; once, however many callers ask."""
+    async def _shutdown(self, drain_s: float = 0.0) -> None:
+        """Stop the sender, close every connection (each once its written bytes are in the socket, for at most
+        `drain_s`), fail what is left; once, however many callers ask."""
         if self._shutdown_task is None:
-            self._shutdown_task = self._loop.create_task(self._stop_everything(), name="aioproducer-shutdown")
+            self._shutdown_task = self._loop.create_task(self._stop_everything(drain_s), name="aioproducer-shutdown")
         await asyncio.shield(self._shutdown_task)
 
-    async def _stop_everything(self) -> None:
+    async def _stop_everything(self, drain_s: float = 0.0) -> None:
         try:
             self._sender.stop()
             if self._task is not None:
                 await asyncio.gather(self._task, return_exceptions=True)
-            await self._cluster.close()
+            await self._cluster.close(drain_s)
             await self._sender.close()
             await asyncio.sleep(0)  # let the failed in-flight requests settle back into the queues
             self._sender.fail_queued(
@@ -797,14 +806,14 @@ class Producer(TransactionalMethods):
         )
 
     def _fatal_error(self) -> BaseException | None:
-        """What ended this producer's usefulness: its sender crashed, its sequence state cannot safely go on, or its
-        transactions hit a fatal error (fenced, say)."""
+        """What ended this producer's usefulness: its sender crashed, or its transactions hit a fatal error (fenced,
+        say). An idempotent producer's broken sequences are mended with a new epoch or producer id (R9), never
+        fatal; an InitProducerId refusal is tried again after retry_backoff_max_ms."""
         if self._sender_error is not None:
             return self._sender_error
         if self._txn is not None and self._txn.state.state is TransactionPhase.FATAL_ERROR:
             return self._txn.state.last_error or TransactionFatalError("fatal transaction error")
-        fatal: BaseException | None = self._sender.idempotence.fatal_error
-        return fatal
+        return None
 
     def _transaction_manager(self) -> TransactionManager:
         if self.config.transactional_id is None:
@@ -845,6 +854,15 @@ def _still_missing(topic: str, partition: int | None, lacked: int, error: AioPro
             "after max_block_ms earlier in this send_table call"
         )
     return None
+
+
+def _load_sink(cfg: ProducerConfig, partitioner: Partitioner) -> Any:
+    """Where the accumulator reports each topic's load (adaptive partitioning, KIP-794): the built-in partitioner,
+    unless partitioner_adaptive_partitioning_enable is off (Java's UniformStickyPartitioner, and a partitioner given
+    as an object, take no part)."""
+    if not cfg.partitioner_adaptive_partitioning_enable:
+        return None
+    return getattr(partitioner, "update_load_stats", None) if cfg.partitioner == "default" else None
 
 
 def _resolve_partitioner(cfg: ProducerConfig) -> Partitioner:

@@ -23,9 +23,10 @@ from .compression_pacing import CompressionPacer
 from .config import ProducerConfig
 from .connection import BrokerConnection
 from .error_codes import ErrorCode
-from .errors import AioProducerError, InternalError, TransportError
+from .errors import AioProducerError, InternalError, TransactionRequiresAbortError, TransportError
 from .idempotence import Action, Decision, IdempotenceState, wire_sequence
 from .kafka_errors import kafka_error
+from .node_states import NodeLatency
 from .observer import Observer
 from .protocol import ApiKey
 from .records import BatchBuilder
@@ -88,7 +89,7 @@ class Sender:
         self._waiter: asyncio.Future[None] | None = None
         self._wakeup_pending = False
         self._running = True
-        self._in_flight: set[asyncio.Future[dict[str, Any]]] = set()
+        self._in_flight: set[asyncio.Future[Any]] = set()
         # Batches in requests not answered yet, in send order: expired here after delivery_timeout_ms (Java's
         # getExpiredInflightBatches), their answer still read when it comes.
         self._on_wire: dict[ProducerBatch, None] = {}
@@ -97,7 +98,10 @@ class Sender:
         self._init_pid_retry_ms = 0
         self._next_expiry_ms = 0
         self._failure_log = _FailureLog(log)
-        self.fatal_error: AioProducerError | None = None
+        self._latency = NodeLatency()  # partitioner_availability_timeout_ms (KIP-794)
+        # The last InitProducerId refusal (idempotent producer): queued records failed with it, and the next attempt
+        # waits retry_backoff_max_ms. Not a state of the producer: records sent later ask again.
+        self._producer_id_refused: AioProducerError | None = None
         self.on_batch_done: Callable[[], None] = lambda: None
         # Set for a transactional producer: it owns the producer id (InitProducerId goes to the transaction
         # coordinator) and says which partitions may be sent and with which Produce version.
@@ -200,7 +204,7 @@ class Sender:
         try:
             if await self._request_producer_id(conn):
                 return
-            base = self._config.retry_backoff_max_ms if self.fatal_error else self._config.retry_backoff_ms
+            base = self._config.retry_backoff_max_ms if self._producer_id_refused else self._config.retry_backoff_ms
             self._init_pid_retry_ms = monotonic_ms() + int(base * self._rng.uniform(0.8, 1.2))
         finally:
             self.wake()
@@ -213,19 +217,21 @@ class Sender:
             return False
         error = response["error_code"]
         if error == ErrorCode.NONE:
-            self.fatal_error = None
+            self._producer_id_refused = None
             self._idem.set_producer_id(response["producer_id"], response["producer_epoch"])
             self._observer.producer_id_set(response["producer_id"], response["producer_epoch"], False)
             return True
         if not kafka_error(error).retriable:
             # e.g. CLUSTER_AUTHORIZATION_FAILED: what is queued fails now; later records ask again after a backoff.
-            self.fatal_error = kafka_error(error, f"InitProducerId failed with error {error}")
-            self.fail_queued(self.fatal_error)
+            self._producer_id_refused = kafka_error(error, f"InitProducerId failed with error {error}")
+            self.fail_queued(self._producer_id_refused)
         return False
 
     # -- sending ------------------------------------------------------------------------------------------------
     def _send_ready(self, now: int) -> tuple[bool, int | None]:
-        check = self._acc.ready(now, self._leader_of, self._leader_epoch_of)
+        availability_ms = self._config.partitioner_availability_timeout_ms
+        unavailable = self._latency.unavailable(availability_ms) if availability_ms > 0 else ()
+        check = self._acc.ready(now, self._leader_of, self._leader_epoch_of, unavailable)
         if check.unknown_leader_topics:
             for topic in check.unknown_leader_topics:
                 self._cluster.state.touch(topic, now)
@@ -234,13 +240,16 @@ class Sender:
         compressing_ns = 0  # on the loop, in this pass
         for node_id, partitions in check.ready.items():
             conn = self._cluster.connection(node_id)
-            if conn is None or not conn.writable:
-                continue
-            unwritten = self._unwritten.get(conn)
-            if (
-                conn.in_flight + (len(unwritten) if unwritten else 0)
-                >= self._config.max_in_flight_requests_per_connection
-            ):
+            unwritten = self._unwritten.get(conn) if conn is not None else None
+            drainable = (
+                conn is not None
+                and conn.writable
+                and conn.in_flight + (len(unwritten) if unwritten else 0)
+                < self._config.max_in_flight_requests_per_connection
+            )
+            if availability_ms > 0:  # KIP-794: how long the node's ready batches have waited (Java's Sender)
+                self._latency.ready(node_id, now, drained=drainable)
+            if not drainable or conn is None:
                 continue
             if self.transaction is not None:
                 partitions = [tp for tp in partitions if self.transaction.may_send(tp)]
@@ -373,17 +382,26 @@ class Sender:
         }
         try:
             version = None if txn is None else txn.produce_version(conn)
-            future = conn.send(ApiKey.PRODUCE, body, version=version, expect_response=self._acks != 0)
+            if self._acks == 0:
+                written = conn.send_unanswered(ApiKey.PRODUCE, body, version=version)
+            else:
+                future = conn.send(ApiKey.PRODUCE, body, version=version)
         except TransportError as exc:
             self._on_no_response(batches, exc, monotonic_ms())
             return
         # The observer reads the batches before they are settled; should it ever fail, the batches are still
         # answered (try/finally): observing must never cost a record its outcome.
-        if future is None:
+        if self._acks == 0:
             try:
                 self._observer.produce_sent(conn, batches, None)
             finally:
-                self._on_answer(batches, {}, monotonic_ms())  # acks=0: sent is done
+                # acks=0: sent is done, once the request is wholly in the socket (not merely handed to the
+                # transport, whose buffer a closed connection drops): Java completes it when its send completes.
+                if written.done():
+                    self._on_written(written, batches)
+                else:
+                    self._in_flight.add(written)
+                    written.add_done_callback(lambda f: self._on_written(f, batches))
             return
         self._in_flight.add(future)
         observed: Callable[[asyncio.Future[Any], int], None] | None = None
@@ -427,6 +445,22 @@ class Sender:
         if observed is not None:  # the observer reads the batches as this answer settled them
             observed(future, now)
 
+    def _on_written(self, written: asyncio.Future[None], batches: list[ProducerBatch]) -> None:
+        """An acks=0 request is wholly in the socket (delivered, as far as anyone will know), or its connection
+        ended before (then it may have been written in part: retried within `retries`, as Java's NETWORK_EXCEPTION)."""
+        self._in_flight.discard(written)
+        now = monotonic_ms()
+        try:
+            error: BaseException | None = (
+                TransportError("request cancelled") if written.cancelled() else written.exception()
+            )
+            if error is not None:
+                self._on_no_response(batches, error, now)
+            else:
+                self._on_answer(batches, {}, now)
+        finally:
+            self.wake()
+
     def _on_no_response(self, batches: list[ProducerBatch], error: BaseException, now: int) -> None:
         for batch in batches:
             self._off_wire(batch)
@@ -462,6 +496,10 @@ class Sender:
                 base_offset=part["base_offset"],
                 log_start_offset=part.get("log_start_offset", -1),
                 message=part.get("error_message") or None,
+                record_errors=[
+                    (named["batch_index"], named.get("batch_index_error_message"))
+                    for named in part.get("record_errors") or ()
+                ],
             )
             self._apply(batch, decision, now, part)
 
@@ -498,8 +536,47 @@ class Sender:
             )
             self._observer.batch_split(batch)
             self._acc.split(batch, self._idem)
+        elif action is Action.REJECT_RECORDS:
+            self._reject_records(batch, decision)
         else:
             self._settle_failure(batch, decision.error or TransportError("failed"))
+
+    def _reject_records(self, batch: ProducerBatch, decision: Decision) -> None:
+        """KIP-467: the broker refused the batch for the records it named. Each of them fails with its own error;
+        the others were not written either, through no fault of theirs, and go again at once, in their place (Java
+        fails them too, with a generic error); in a transaction, which the refusal dooms, they fail as well,
+        telling the caller to abort. The named parts are surely not written: their sequences are a hole that
+        restarts the stream (idempotence.R6, R8, R9)."""
+        named = decision.record_errors or {}
+        cuts = {index for index in named} | {index + 1 for index in named}
+        log.info(
+            "%d of %d record(s) for %s-%d refused by the broker: %s",
+            len(named),
+            batch.record_count,
+            *batch.tp,
+            decision.error,
+        )
+        parts = self._acc.split(batch, self._idem, at=sorted(cuts))
+        innocent: BaseException | None = None
+        if self.transaction is not None:
+            innocent = TransactionRequiresAbortError(
+                f"not written: other records of its batch to {batch.topic}-{batch.partition} were refused "
+                f"({decision.error}); abort the transaction"
+            )
+            innocent.__cause__ = decision.error
+        first = 0
+        failed: list[tuple[ProducerBatch, BaseException]] = []
+        for part in parts:
+            error = named.get(first) if part.record_count == 1 else None
+            first += part.record_count
+            if error is not None:
+                failed.append((part, error))
+        if innocent is not None:
+            failed += [(part, innocent) for part in parts if all(part is not bad for bad, _ in failed)]
+        for part, error in failed:  # the named records first: they make a transaction abortable
+            self._acc.unqueue(part)
+            self._idem.on_abandoned([part], error)
+            self._settle_failure(part, error)
 
     def _retry_backoff_ms(self, attempts: int) -> int:
         """Exponential backoff with ±20% jitter, `retry_backoff_ms` → `retry_backoff_max_ms` (KIP-580)."""

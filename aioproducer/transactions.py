@@ -78,7 +78,8 @@ class TransactionManager:
         if config.transactional_id is None:
             raise ValueError("a TransactionManager needs a transactional_id")
         self.transactional_id: str = config.transactional_id
-        self.state = TransactionState(config.transactional_id)
+        # One identity for both rule sets: the sequence rules and the state machine read and bump the same one.
+        self.state = TransactionState(config.transactional_id, idempotence.identity)
         self._config = config
         self._idem = idempotence
         self._hooks = hooks
@@ -111,7 +112,6 @@ class TransactionManager:
     def begin(self) -> None:
         started = time.perf_counter()
         self._check_open()
-        self._adopt_sequence_failure()
         self.state.begin()
         self._emit("begin", started, self._stamp())
 
@@ -275,17 +275,7 @@ class TransactionManager:
                     # The coordinator refused the abort but the error is not fatal: re-initialising the producer id
                     # with the current epoch makes the coordinator abort whatever is open (KIP-360).
                     log.warning("EndTxn(abort) refused (%r): bumping the epoch instead", refused.error)
-                    self.state.epoch_bump_required = True
-            if self._idem.epoch_bump_required and not self.state.epoch_bump_required and not self.state.tv2:
-                if not self._can_bump():
-                    raise CoordinatorRefused(
-                        Verdict.FATAL,
-                        TransactionFatalError(
-                            "records were lost after later ones were sent and the coordinator cannot bump the epoch "
-                            "(InitProducerId v3+): sequences cannot be repaired"
-                        ),
-                    )
-                self.state.epoch_bump_required = True
+                    self.state.identity.require_epoch_bump()
             await self._after_end()
             self.state.raise_if_error(Operation.ABORT)
         except CoordinatorRefused as refused:
@@ -293,9 +283,8 @@ class TransactionManager:
         self._emit("abort", started, stamp)
 
     async def _after_end(self) -> None:
-        """The transaction ended (EndTxn answered, or nothing to end): READY, or first an epoch bump."""
-        if self._adopt_sequence_failure():
-            return
+        """The transaction ended (EndTxn answered, or nothing to end): READY, or first an epoch bump (the transaction
+        state's rule 7, whoever asked for it: an abortable error, a broken sequence stream, a refused abort)."""
         ended = self.state.transaction_ended()
         if ended is State.INITIALIZING:
             await self._init_producer_id(bump=True)
@@ -351,7 +340,6 @@ class TransactionManager:
             new_epoch,
             2 if self.state.tv2 else 1,
         )
-        self._idem.can_bump_epoch = self.state.can_recover_abortable
         self._idem.set_producer_id(new_id, new_epoch)
         self.state.init_done()
         self._hooks.wake_sender()
@@ -428,14 +416,6 @@ class TransactionManager:
             if task is not None and task is not current and not task.done():
                 task.cancel()
         self._hooks.wake_sender()
-
-    def _adopt_sequence_failure(self) -> bool:
-        """The sequence rules may find the producer unable to go on by themselves (idempotence.R10: records whose
-        fate is unknown and no epoch bump possible): then so is the transaction. True when fatal."""
-        error = self._idem.fatal_error
-        if error is not None and self.state.state is not State.FATAL_ERROR:
-            self._fatal(error)
-        return self.state.state is State.FATAL_ERROR
 
     def _fail_unsent_after_error(self) -> None:
         if self.state.state is State.ABORTABLE_ERROR and self.state.last_error is not None:

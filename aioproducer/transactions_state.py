@@ -24,7 +24,10 @@ may happen, performs it, and reports back. Rules kept here:
    sent (TV2): only then does EndTxn go out; an empty transaction ends locally.
 7. An abortable error under TV1 needs an epoch bump (InitProducerId with the current id and epoch, KIP-360) after the
    abort when the coordinator can bump (InitProducerId v3+); if it cannot, UNKNOWN_PRODUCER_ID is fatal. Under TV2
-   the coordinator bumps the epoch at every EndTxn (KIP-890), so no client-side bump is needed.
+   the coordinator bumps the epoch at every EndTxn (KIP-890), so no client-side bump is needed. Whether a bump is
+   due is one fact of the producer's identity (`producer_identity.ProducerIdentity`), which the sequence rules set
+   too when a stream broke (idempotence.R10); a bump due when the transaction ends is done then (a coordinator
+   older than KIP-360 takes InitProducerId without the current id and epoch, and bumps the epoch all the same).
 8. The transaction version is chosen at init and re-read when each transaction ends; switching from 1 to 2 bumps the
    epoch before the next transaction.
 """
@@ -41,6 +44,7 @@ from .errors import (
     TransactionRequiresAbortError,
     TransactionStateError,
 )
+from .producer_identity import ProducerIdentity
 from .transactions_group import CommittedOffset, ConsumerGroupMetadata, group_metadata, offsets_to_commit
 
 __all__ = ["Operation", "State", "TransactionState"]
@@ -97,13 +101,14 @@ def transition_allowed(source: State, target: State) -> bool:
 class TransactionState:
     """The state of one transactional producer. Methods named for a caller's call raise on a call not allowed."""
 
-    def __init__(self, transactional_id: str) -> None:
+    def __init__(self, transactional_id: str, identity: ProducerIdentity | None = None) -> None:
         self.transactional_id = transactional_id
+        # The producer id and epoch, shared with the sequence rules (rule 7's epoch bump is one of its facts).
+        self.identity = identity if identity is not None else ProducerIdentity()
         self.state = State.UNINITIALIZED
         self.last_error: BaseException | None = None
         self.tv2 = False  # transaction version 2 (KIP-890) for the current transaction
         self.coordinator_can_bump = False  # the coordinator speaks InitProducerId v3+ (KIP-360)
-        self.epoch_bump_required = False
         self.started = False  # rule 6
         self.new_partitions: set[TopicPartition] = set()
         self.pending_partitions: set[TopicPartition] = set()
@@ -254,18 +259,23 @@ class TransactionState:
         """AddOffsetsToTxn succeeded (TV1): the group's offsets partition is in the transaction."""
         self.started = True
 
+    @property
+    def epoch_bump_required(self) -> bool:
+        """Rule 7: the next identity must be a bumped epoch (`ProducerIdentity.epoch_bump_required`)."""
+        return self.identity.epoch_bump_required
+
     def init_done(self) -> None:
         """InitProducerId succeeded: INITIALIZING -> READY, and a version switch now takes effect (rule 8)."""
         self._background_transition(State.READY)
         self.last_error = None
-        self.epoch_bump_required = False
+        self.identity.epoch_bump_required = False
         if self._next_tv2 is not None:
             self.tv2, self._next_tv2 = self._next_tv2, None
 
     def transaction_ended(self) -> State:
         """EndTxn succeeded or was not needed. READY, or INITIALIZING when an epoch bump must come first (rule 7/8);
         returns the new state."""
-        bump = self.epoch_bump_required
+        bump = self.identity.epoch_bump_required
         if not bump and self._next_tv2 is not None:
             self.tv2, self._next_tv2 = self._next_tv2, None
         self._background_transition(State.INITIALIZING if bump else State.READY)
@@ -287,7 +297,7 @@ class TransactionState:
         if tv2 != self.tv2:
             self._next_tv2 = tv2
             if tv2:
-                self.epoch_bump_required = True
+                self.identity.require_epoch_bump()
 
     @property
     def can_recover_abortable(self) -> bool:
@@ -301,14 +311,14 @@ class TransactionState:
         if self.state == State.ABORTING or self.state == State.FATAL_ERROR:
             return
         if self.coordinator_can_bump and not self.tv2 and not self.completing:
-            self.epoch_bump_required = True
+            self.identity.require_epoch_bump()
         self._background_transition(State.ABORTABLE_ERROR, error)
 
     def abortable_error_if_possible(self, error: BaseException) -> None:
         """UNKNOWN_PRODUCER_ID and the like: abortable when the epoch can be bumped, fatal otherwise."""
         if self.can_recover_abortable:
             if not self.tv2:
-                self.epoch_bump_required = True
+                self.identity.require_epoch_bump()
             self.abortable_error(error)
         else:
             self.fatal_error(error)

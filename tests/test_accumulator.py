@@ -153,6 +153,36 @@ def test_split_halves_a_batch_keeping_records_outcomes_and_memory() -> None:
     assert acc.ready(0, lambda tp: 1).ready == {1: [TP]} and not acc.is_incomplete(batch)
 
 
+def test_split_at_given_records_forwards_every_handle_through_a_chain_of_parts() -> None:
+    """KIP-467: a batch refused for records 1 and 4 is cut into five parts (around each named record); each
+    record's handle resolves to its part, sequences take consecutive slices, and the whole is done when every part
+    is."""
+    acc = make(batch_size=10_000, linger_ms=0)
+    for i in range(7):
+        acc.append(TP, 1000 + i, None, b"v%d" % i, (), 30, lambda: 0)
+    idem = IdempotenceState(True)
+    idem.set_producer_id(5, 0)
+    batch = acc.drain([TP], 10**6, idem)[0]
+    done: list[bool] = []
+    batch.done_callbacks.append(lambda: done.append(True))
+    parts = acc.split(batch, idem, at=[1, 2, 4, 5])
+    assert [p.record_count for p in parts] == [1, 1, 2, 1, 2]
+    assert [p.base_sequence for p in parts] == [0, 1, 2, 4, 5] and list(acc.queues[TP]) == parts
+    where = [resolve(batch.outcome, i) for i in range(7)]
+    expected = [(0, 0), (1, 0), (2, 0), (2, 1), (3, 0), (4, 0), (4, 1)]
+    assert where == [(parts[p].outcome, i) for p, i in expected]
+    values = [r.value for p in parts for b in read_batches(p.close().encode()) for r in b.records]
+    assert values == [b"v%d" % i for i in range(7)]
+    assert sum(p.reserved_bytes for p in parts) == 210 and acc.used_bytes == 210
+    for part in parts[:-1]:
+        acc.release(part)
+    assert not done
+    acc.unqueue(parts[-1])
+    assert parts[-1] not in acc.queues[TP] and parts[-1].sealed
+    acc.release(parts[-1])
+    assert done == [True] and acc.used_bytes == 0
+
+
 def grown(batch_size: int = 1000, batch_max_size: int = 4000) -> RecordAccumulator:
     return RecordAccumulator(
         batch_size=batch_size,
@@ -207,3 +237,32 @@ def test_after_a_split_the_topic_s_batches_stay_at_batch_size() -> None:
     for _ in range(35):
         append(acc, b"x" * 100, 0, tp=other)
     assert max(batch.size_in_bytes for batch in acc.queues[other]) > 1000  # other topics still grow
+
+
+def test_ready_reports_each_topic_s_load_for_adaptive_partitioning() -> None:
+    """KIP-794 (Java's RecordAccumulator.partitionReady): per topic, what waits in each partition whose leader is
+    known, in batch_size units; a partition with batches waiting for an unavailable node is left out, one with an
+    empty queue never is."""
+    reports: list[tuple[str, list[int], list[int], int]] = []
+    acc = RecordAccumulator(
+        batch_size=100,
+        linger_ms=5,
+        buffer_memory=1 << 20,
+        compression=CompressionType.NONE,
+        compression_level=None,
+        new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], None),
+        batch_max_size=1000,
+        load_sink=lambda topic, sizes, ids, queues: reports.append((topic, sizes, ids, queues)),
+    )
+    leaders = {("t", 0): 1, ("t", 1): 2, ("t", 2): 3, ("t", 3): -1, ("u", 0): 1}
+    for tp, records in ((("t", 0), 1), (("t", 1), 5), (("t", 2), 2), (("t", 3), 1), (("u", 0), 1)):
+        for _ in range(records):
+            acc.append(tp, 1_000, None, b"v" * 99, (), 120, lambda: 0)
+    acc.append(("t", 2), 1_000, None, b"v", (), 1, lambda: 0)
+    acc.drain([("t", 2)], 1 << 20, IdempotenceState(False))  # t-2's queue is empty now: 0, still a candidate
+    acc.ready(0, leaders.__getitem__, unavailable={2, 3})
+    assert sorted(reports) == [("t", [2, 0], [0, 2], 4), ("u", [2], [0], 1)]  # t-1 waits for node 2, t-3 leaderless
+    reports.clear()
+    acc.ready(0, leaders.__getitem__)
+    assert ("t", [2, 6, 0], [0, 1, 2], 4) in reports
+    assert make().ready(0, leaders.__getitem__).ready == {}  # without a sink nothing is counted

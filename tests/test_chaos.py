@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(300)
 async def test_a_short_fault_campaign_on_real_kafka_loses_duplicates_reorders_and_fails_nothing(
     kafka_cluster_3: KafkaCluster,
 ) -> None:
-    outcome = await kafka_seed(kafka_cluster_3, seed=1, duration_s=8, producers=4, rate=120)
+    outcome = await kafka_seed(kafka_cluster_3, seed=1, duration_s=8, producers=6, rate=120)
     print(outcome)
     assert outcome.clean, str(outcome)
     assert outcome.acknowledged == outcome.sent > 500
@@ -30,7 +30,7 @@ async def test_a_short_fault_campaign_on_real_kafka_loses_duplicates_reorders_an
 
 
 async def test_a_short_fault_campaign_on_the_mock_cluster_loses_duplicates_reorders_and_fails_nothing() -> None:
-    outcome = await mock_seed(seed=1, duration_s=6, producers=4, rate=300)
+    outcome = await mock_seed(seed=1, duration_s=6, producers=6, rate=300)
     print(outcome)
     # Clean allows only failures an injected MESSAGE_TOO_LARGE forces (a batch of one record cannot be split).
     assert outcome.clean, str(outcome)

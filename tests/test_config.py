@@ -43,6 +43,8 @@ JAVA_DOCUMENTED_DEFAULTS = {
     "socket.connection.setup.timeout.ms": "10000",
     "socket.connection.setup.timeout.max.ms": "30000",
     "partitioner.ignore.keys": "false",
+    "partitioner.adaptive.partitioning.enable": "true",
+    "partitioner.availability.timeout.ms": "0",
     "security.protocol": "PLAINTEXT",
     "allow.auto.create.topics": "true",
 }
@@ -76,6 +78,8 @@ PYTHON_DEFAULTS: dict[str, Any] = {
     "close_timeout_ms": None,  # not a Java setting (Java's close() takes a Duration): None waits for every record
     "partitioner": "default",  # Java: partitioner.class=null, the built-in (uniform sticky, KIP-794)
     "partitioner_ignore_keys": False,
+    "partitioner_adaptive_partitioning_enable": True,
+    "partitioner_availability_timeout_ms": 0,
     "key_serializer": None,  # Java: required; here bytes only
     "value_serializer": None,
     "interceptor_classes": (),
@@ -122,6 +126,8 @@ JAVA_PARITY = [
     ("socket.connection.setup.timeout.max.ms", "60000", "socket_connection_setup_timeout_max_ms", 60000),
     ("partitioner.class", "org.apache.kafka.clients.producer.RoundRobinPartitioner", "partitioner", "round_robin"),
     ("partitioner.ignore.keys", "true", "partitioner_ignore_keys", True),
+    ("partitioner.adaptive.partitioning.enable", "false", "partitioner_adaptive_partitioning_enable", False),
+    ("partitioner.availability.timeout.ms", "2500", "partitioner_availability_timeout_ms", 2500),
     ("key.serializer", "org.apache.kafka.common.serialization.StringSerializer", "key_serializer", "str"),
     ("value.serializer", "org.apache.kafka.common.serialization.ByteArraySerializer", "value_serializer", "bytes"),
     ("interceptor.classes", "mypkg.Audit, mypkg.Trace", "interceptor_classes", ("mypkg.Audit", "mypkg.Trace")),
@@ -140,7 +146,13 @@ def build(**settings: Any) -> ProducerConfig:
 
 
 def test_public_names() -> None:
-    assert set(config_module.__all__) == {"COMPRESSION_LEVELS", "PartitionerLike", "ProducerConfig", "SerializerSpec"}
+    assert set(config_module.__all__) == {
+        "COMPRESSION_LEVELS",
+        "PartitionerLike",
+        "ProducerConfig",
+        "Secret",
+        "SerializerSpec",
+    }
 
 
 # ---- defaults and Java names -------------------------------------------------------------------------------
@@ -482,3 +494,63 @@ def test_batch_max_size_defaults_to_256_kib_or_1_mib_compressed_within_a_request
     assert build(batch_max_size="16384").effective_batch_max_size == 16384  # Java's fixed batches
     with pytest.raises(ConfigError, match="batch_max_size=100 is below batch_size=16384"):
         build(batch_max_size=100)
+
+
+# -- protocol-bounded strings --------------------------------------------------------------------------------------
+
+KAFKA_STRING_BYTES = 32767  # Java's Type.STRING: an int16 length, Short.MAX_VALUE
+
+
+@pytest.mark.parametrize("setting", ["client_id", "transactional_id"])
+def test_a_setting_longer_than_a_kafka_string_is_refused_at_construction(setting: str) -> None:
+    """Regression: a client_id or transactional_id over 32,767 bytes was accepted, and the producer's first request
+    then failed with ProtocolError from the encoder, far from the setting that caused it."""
+    assert build(**{setting: "x" * KAFKA_STRING_BYTES}).__dict__[setting] == "x" * KAFKA_STRING_BYTES
+    with pytest.raises(ConfigError, match=rf"{setting} is 32768 bytes in UTF-8.*at most 32767"):
+        build(**{setting: "x" * (KAFKA_STRING_BYTES + 1)})
+    # The bound is in bytes of UTF-8, not characters: 10,923 euro signs are 32,769 bytes.
+    with pytest.raises(ConfigError, match=rf"{setting} is 32769 bytes"):
+        build(**{setting: "€" * 10923})
+    assert len(build(**{setting: "€" * 10922 + "x"}).__dict__[setting].encode()) == KAFKA_STRING_BYTES
+    with pytest.raises(ConfigError, match=rf"{setting} is not encodable as UTF-8"):
+        build(**{setting: "id-\ud800"})  # a lone surrogate: no encoder can send it
+    # Java-style keys take the same path.
+    with pytest.raises(ConfigError, match=rf"{setting} is 32768 bytes"):
+        ProducerConfig.build({"bootstrap.servers": "h:9092", setting.replace("_", "."): "y" * 32768})
+
+
+# -- secrets in exports of the config --------------------------------------------------------------------------------
+
+
+def test_asdict_and_copies_of_the_config_never_show_a_password() -> None:
+    """Regression: repr and str masked the passwords, but dataclasses.asdict(config) (and anything printing its
+    fields) showed them in plain text."""
+    import copy
+    import json
+    import pickle
+
+    from aioproducer.config import Secret
+
+    cfg = build(
+        security_protocol="SASL_SSL",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="u",
+        sasl_plain_password="pw-SECRET",
+        ssl_certfile="/c.pem",
+        ssl_password="key-SECRET",
+    )
+    exported = dataclasses.asdict(cfg)
+    for shown in (repr(exported), str(exported), f"{exported}", repr(dataclasses.astuple(cfg)), repr(vars(cfg))):
+        assert "SECRET" not in shown
+    assert "SECRET" not in f"{cfg.sasl_plain_password} {cfg.ssl_password!s} {cfg.ssl_password:>20}"
+    with pytest.raises(TypeError):
+        json.dumps(exported)  # refused, never written out in plain text
+    # The config still holds the passwords for the code that sends them, and copies keep them.
+    assert isinstance(cfg.sasl_plain_password, Secret) and cfg.sasl_plain_password.reveal() == "pw-SECRET"
+    assert cfg.sasl_plain_password == "pw-SECRET" and cfg.ssl_password == Secret("key-SECRET")
+    for twin in (copy.deepcopy(cfg), pickle.loads(pickle.dumps(cfg)), dataclasses.replace(cfg, linger_ms=7)):
+        assert twin.sasl_plain_password == "pw-SECRET" and twin.ssl_password == "key-SECRET"
+    assert ProducerConfig(**exported) == cfg  # what asdict gives builds the same config again
+    with pytest.raises(ConfigError) as refused:
+        build(security_protocol="SASL_SSL", sasl_mechanism="PLAIN", sasl_plain_username="u", sasl_plain_password=42)
+    assert "42" not in str(refused.value)

@@ -18,7 +18,7 @@ from aioproducer.cluster import Cluster
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import ConnectionFailedError
 from aioproducer.metadata import BrokerInfo, ClusterMetadata
-from aioproducer.node_states import ExponentialBackoff, NodeStates, idle_expiry
+from aioproducer.node_states import ExponentialBackoff, NodeLatency, NodeStates, idle_expiry
 from aioproducer.testing import MockCluster
 
 
@@ -54,6 +54,19 @@ def test_node_states_back_off_and_lengthen_the_setup_timeout_per_failure_then_re
     assert not nodes.can_connect(1, 10_000 + 799) and nodes.can_connect(1, 10_000 + 1200)
     nodes.connected(1)
     assert nodes.can_connect(1, 10_000) and 800 <= nodes.setup_timeout_ms(1) < 1200
+
+
+def test_a_node_whose_ready_batches_wait_past_the_availability_timeout_is_unavailable() -> None:
+    """KIP-794 (Java's NodeLatencyStats): ready batches a node does not take make it unavailable to keyless records
+    once they waited longer than partitioner_availability_timeout_ms; taking batches again makes it available."""
+    latency = NodeLatency()
+    latency.ready(1, 1000, drained=True)
+    latency.ready(2, 1000, drained=False)  # first seen not taking batches: counted from now
+    latency.ready(1, 1500, drained=True)
+    latency.ready(2, 1500, drained=False)
+    assert latency.unavailable(500) == set() and latency.unavailable(499) == {2}
+    latency.ready(2, 1600, drained=True)
+    assert latency.unavailable(1) == set()
 
 
 def test_idle_expiry_closes_what_was_quiet_for_max_idle_and_never_a_busy_connection() -> None:

@@ -17,11 +17,8 @@ from aioproducer.errors import (
     AioProducerError,
     AuthenticationError,
     KafkaError,
-    TransactionFatalError,
-    TransactionRequiresAbortError,
     TransportError,
 )
-from aioproducer.idempotence import IdempotenceState
 from aioproducer.kafka_errors import ERROR_CLASSES, kafka_error, regular_name
 from aioproducer.security.sasl import SaslCredentials
 
@@ -110,37 +107,6 @@ def test_a_request_without_response_is_not_kafkas_request_timed_out() -> None:
     assert isinstance(local, TransportError) and not isinstance(local, KafkaError)
     assert kafka_errors.RequestTimedOutError.code is ErrorCode.REQUEST_TIMED_OUT
     assert not issubclass(kafka_errors.RequestTimedOutError, TransportError)
-
-
-def unresolved_transactional_state(*, can_bump_epoch: bool) -> IdempotenceState:
-    """A transactional producer whose partition holds a batch of unknown fate, with nothing left on the wire."""
-    idem = IdempotenceState(True, transactional_id="tx")
-    idem.set_producer_id(7, 0)
-    idem.can_bump_epoch = can_bump_epoch
-    # No sequence of answers leads here today (a transactional producer's failed batch breaks its stream, R10):
-    # the unresolved hole is set directly, so the errors of this rule stay typed whatever the rules become.
-    stream = idem._stream(("t", 0))
-    stream.unresolved_next = 5
-    idem._attention.add(("t", 0))
-    return idem
-
-
-def test_an_unresolved_transactional_hole_without_epoch_bump_is_a_typed_fatal_error() -> None:
-    """Regression: an unresolved sequence hole of a transactional producer that cannot bump its epoch made a bare
-    RuntimeError the producer's fatal error, which then failed every buffered record (errors.py's first rule)."""
-    idem = unresolved_transactional_state(can_bump_epoch=False)
-    idem.maybe_resolve()
-    assert isinstance(idem.fatal_error, TransactionFatalError), repr(idem.fatal_error)
-    assert "isn't safe to continue" in str(idem.fatal_error)
-
-
-def test_an_unresolved_transactional_hole_with_epoch_bump_is_a_typed_abortable_error() -> None:
-    """Regression: the same hole, when the coordinator can bump the epoch, made a bare RuntimeError the error that
-    requires the abort."""
-    idem = unresolved_transactional_state(can_bump_epoch=True)
-    idem.maybe_resolve()
-    assert isinstance(idem.abortable_error, TransactionRequiresAbortError), repr(idem.abortable_error)
-    assert idem.epoch_bump_required and idem.fatal_error is None
 
 
 @pytest.mark.parametrize("when", ["awaited", "called"])

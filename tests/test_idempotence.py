@@ -19,7 +19,15 @@ from aioproducer.idempotence import (
     IdempotenceState,
     wire_sequence,
 )
-from aioproducer.kafka_errors import OutOfOrderSequenceNumberError, ProducerFencedError
+from aioproducer.kafka_errors import (
+    InvalidRecordError,
+    InvalidTimestampError,
+    OutOfOrderSequenceNumberError,
+    ProducerFencedError,
+)
+from aioproducer.transactions_state import State as TxnState
+from aioproducer.transactions_state import TransactionState
+from aioproducer.transactions_verdicts import produce_failure_is_fatal
 
 TP = ("t", 0)
 OTHER = ("t", 1)
@@ -30,6 +38,9 @@ OUT_OF_ORDER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 DUPLICATE = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
 UNKNOWN_PRODUCER = ErrorCode.UNKNOWN_PRODUCER_ID
 FENCED = ErrorCode.PRODUCER_FENCED
+INVALID_TIMESTAMP = ErrorCode.INVALID_TIMESTAMP
+INVALID_RECORD = ErrorCode.INVALID_RECORD
+MESSAGE_TOO_LARGE = ErrorCode.MESSAGE_TOO_LARGE
 
 
 @dataclass(eq=False)
@@ -134,6 +145,56 @@ def test_after_an_idle_spell_the_next_batch_goes_alone_until_acknowledged() -> N
     assert not idem.may_drain(Batch())
     idem.on_response(b, NONE, later)
     assert idem.may_drain(Batch())
+
+
+def test_a_stream_restarted_after_a_break_probes_with_its_first_batch() -> None:  # R5, R9
+    """Regression: a stream restarted under a bumped epoch (R9) had no probe, so a new batch went out right behind
+    the first renumbered one; a broker that had forgotten the producer (the retention that often breaks a stream)
+    took the second before a retry of the first, which it then refused as out of order, and the renumbered records
+    were reported not written though they were in the log (found by the model)."""
+    idem = state()
+    warm, whole = Batch(), Batch(count=2)
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, whole)
+    assert answer(idem, whole, MESSAGE_TOO_LARGE) is Action.SPLIT
+    first, second = Batch(), Batch()
+    idem.on_split(whole, [first, second])
+    send(idem, first)
+    assert idem.on_response(first, INVALID_RECORD, 0).action is Action.FAIL  # surely not written: a break (R8)
+    idem.maybe_resolve()
+    assert second.stamp == (7, 1, 0), "renumbered from 0 under a bumped epoch (R9)"
+    idem.on_drain(second)
+    assert not idem.may_drain(Batch()), "nothing new goes out with the restarted stream's first batch"
+    answer(idem, second, NONE)
+    assert idem.may_drain(Batch())
+
+
+def test_a_transaction_s_new_epoch_needs_no_probe_where_the_broker_holds_the_producer() -> None:  # R5 (KIP-890)
+    """Under transaction version 2 each EndTxn brings a new epoch; a partition acknowledged under the producer id a
+    moment ago is held by its broker, which takes only sequence 0 first under the new epoch: no probe there. A
+    partition never acknowledged, or one held under another producer id, still probes."""
+    idem = state(transactional_id="tx")
+    held, never = Batch(), Batch(tp=OTHER)
+    send(idem, held)
+    idem.on_response(held, NONE, 100)
+    idem.set_producer_id(7, 1)  # EndTxn v5: same producer id, bumped epoch
+    first, second = Batch(), Batch()
+    idem.on_drain(first, 200)
+    assert first.stamp == (7, 1, 0) and idem.may_drain(second), "the held partition goes on without a probe"
+    idem.on_drain(never, 200)
+    assert not idem.may_drain(Batch(tp=OTHER)), "a partition never acknowledged probes"
+    for batch in (first, never):
+        idem.on_response(batch, NONE, 300)
+    idem.set_producer_id(7, 2)
+    late = Batch()
+    idem.on_drain(late, 300 + IDLE_PROBE_MS)
+    assert not idem.may_drain(Batch()), "idle past IDLE_PROBE_MS: the broker may have forgotten the producer"
+    idem.on_response(late, NONE, 300 + IDLE_PROBE_MS)
+    idem.set_producer_id(8, 0)  # a new producer id (the epoch ran out): no broker holds it yet
+    fresh = Batch()
+    idem.on_drain(fresh, 400 + IDLE_PROBE_MS)
+    assert fresh.stamp == (8, 0, 0) and not idem.may_drain(Batch())
 
 
 def test_a_retried_batch_holds_back_new_batches() -> None:  # R5
@@ -430,19 +491,73 @@ def test_without_idempotence_nothing_is_stamped_and_answers_are_only_classified(
     assert idem.on_response(batch, 87, 0).action is Action.FAIL
 
 
-def test_transactional_errors_make_the_state_abortable_or_fatal() -> None:  # R10
+def test_a_batch_refused_for_some_records_names_each_with_its_own_error() -> None:  # R6 (KIP-467)
+    idem = state()
+    warm, batch = Batch(), Batch(count=5)
+    send(idem, warm)
+    answer(idem, warm, NONE)
+    send(idem, batch)
+    decision = idem.on_response(
+        batch, INVALID_RECORD, 0, message="batch refused", record_errors=[(1, "no key"), (3, None), (9, "beyond")]
+    )
+    assert decision.action is Action.REJECT_RECORDS
+    errors = decision.record_errors or {}
+    assert sorted(errors) == [1, 3]  # an index beyond the batch is ignored
+    # Several named: each an INVALID_RECORD (the code cannot tell their causes apart), with its own message.
+    assert all(isinstance(e, InvalidRecordError) for e in errors.values())
+    assert "no key" in str(errors[1]) and "batch refused" in str(errors[3])
+    assert idem.tracked(TP) == [batch], "it stays tracked: its parts take its slices of the sequence range"
+    # One named record: the partition's own error class.
+    single, lone = Batch(count=3), Batch()
+    send(idem, single)
+    one = idem.on_response(single, INVALID_TIMESTAMP, 0, record_errors=[(2, "too old")])
+    assert isinstance((one.record_errors or {})[2], InvalidTimestampError)
+    # A batch of one record fails with its record's error.
+    idem = state()
+    send(idem, lone)
+    alone = idem.on_response(lone, INVALID_RECORD, 0, message="m", record_errors=[(0, "no key")])
+    assert alone.action is Action.FAIL and "no key" in str(alone.error)
+
+
+def test_a_transactional_failure_breaks_the_stream_and_asks_the_coordinator_for_a_new_epoch() -> None:  # R10
     idem = state(transactional_id="tx")
     warm, a, b = Batch(), Batch(), Batch()
     send(idem, warm)
     answer(idem, warm, NONE)
+    assert not idem.identity.epoch_bump_required
     send(idem, a, b)
     decision = idem.on_response(a, OUT_OF_ORDER, 0)
     assert decision.action is Action.FAIL  # Java: no retry for the next batch's OUT_OF_ORDER in a transaction
-    assert isinstance(idem.abortable_error, OutOfOrderSequenceNumberError) and idem.epoch_bump_required
+    assert isinstance(decision.error, OutOfOrderSequenceNumberError) and idem.identity.epoch_bump_required
     idem.maybe_resolve()
     assert idem.producer_epoch == 0 and b.stamp == (7, 0, 2)  # no local bump: the coordinator gives the epoch
-    assert idem.on_response(b, FENCED, 0).action is Action.FAIL
-    assert isinstance(idem.fatal_error, ProducerFencedError)
+    fenced = idem.on_response(b, FENCED, 0)
+    # Whether that ends the producer is the transaction state machine's verdict (transactions_verdicts), not R10's.
+    assert fenced.action is Action.FAIL and isinstance(fenced.error, ProducerFencedError)
+    assert produce_failure_is_fatal(FENCED) and not produce_failure_is_fatal(OUT_OF_ORDER)
+    idem.set_producer_id(7, 1)  # the coordinator's bumped epoch
+    assert not idem.identity.epoch_bump_required
+    c = Batch()
+    send(idem, c)
+    assert c.stamp == (7, 1, 0)
+
+
+def test_a_transactional_failure_of_a_batch_never_sent_needs_no_new_epoch() -> None:  # R10
+    idem = state(transactional_id="tx")
+    never = Batch()
+    idem.on_abandoned([never], TransportError("aborted"))
+    assert not idem.identity.epoch_bump_required
+
+
+def test_the_sequence_rules_and_the_transaction_share_one_identity() -> None:
+    idem = state(transactional_id="tx")
+    txn = TransactionState("tx", idem.identity)
+    a = Batch()
+    send(idem, a)
+    idem.on_abandoned([a], TransportError("aborted"))  # a stamped batch abandoned: its stream is broken
+    assert txn.epoch_bump_required, "the state machine sees the bump the sequence rules asked for"
+    txn.state = TxnState.ABORTING
+    assert txn.transaction_ended() is TxnState.INITIALIZING
 
 
 def test_a_transactional_identity_from_end_txn_restarts_quiet_streams() -> None:  # R10 (EndTxn v5)
@@ -453,4 +568,4 @@ def test_a_transactional_identity_from_end_txn_restarts_quiet_streams() -> None:
     idem.set_producer_id(7, 1)
     b = Batch()
     send(idem, b)
-    assert b.stamp == (7, 1, 0) and idem.abortable_error is None
+    assert b.stamp == (7, 1, 0) and not idem.identity.epoch_bump_required

@@ -2,12 +2,19 @@
 
 Hypothesis drives the real accumulator and IdempotenceState through sends, drains, a broker processing requests
 with or without injected errors, answers, lost answers, dropped connections, leader moves, MESSAGE_TOO_LARGE splits,
-retention, time passing and delivery timeouts. The model broker keeps Kafka's per-producer checks
-(ProducerAppendInfo, ProducerStateEntry: the last 5 batches recognised as resends, epochs, sequences in order), or,
-in legacy mode, those of Tansu and older brokers (DUPLICATE_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, no client-bumped
-epoch). After every step: no record twice in the log, the log in send order, no sequence reused for other data,
-every delivered record in the log, no record reported "not written" in it. At the end, with the faults gone, every
-batch settles without any timeout passing.
+batches refused for some of their records (KIP-467), retention, time passing and delivery timeouts. The model broker
+keeps Kafka's per-producer checks (ProducerAppendInfo, ProducerStateEntry: the last 5 batches recognised as resends,
+epochs, sequences in order), or, in legacy mode, those of Tansu and older brokers (DUPLICATE_SEQUENCE_NUMBER,
+UNKNOWN_PRODUCER_ID, no client-bumped epoch). After every step: no record twice in the log, the log in send order,
+no sequence reused for other data, every delivered record in the log, no record reported "not written" in it, no
+invalid record in it. At the end, with the faults gone, every batch settles without any timeout passing.
+
+In transactional mode each transaction ends as under transaction version 2 (KIP-890): once it is quiet (commit) or
+its queued batches are dropped (abort), the coordinator writes a marker with a bumped epoch to every partition the
+producer id wrote to (the broker then takes only sequence 0 first from that epoch, as Kafka's ProducerStateEntry
+after a marker does) and hands the producer the new epoch (EndTxn v5). Batches of a partition whose broker holds
+the producer go out without a probe then (idempotence.R5): the log staying in send order with several batches per
+partition in flight right after each new epoch is what shows that safe.
 """
 
 from __future__ import annotations
@@ -50,9 +57,13 @@ class _Entry:
 class ModelBroker:
     """A partition leader's log and producer-state checks, shared by every leader (replicated state)."""
 
-    def __init__(self, *, legacy: bool, max_records: int | None) -> None:
+    def __init__(self, *, legacy: bool, max_records: int | None, invalid_every: int | None = None) -> None:
         self.legacy = legacy
         self.max_records = max_records
+        # Records whose value is a multiple of this are invalid (as a keyless record to a compacted topic is): a
+        # batch holding one is refused whole with INVALID_RECORD naming them (KIP-467), before any sequence check.
+        self.invalid_every = invalid_every
+        self.record_errors: list[tuple[int, str | None]] = []  # of the last refusal
         self.logs: dict[tuple[str, int], list[int]] = {tp: [] for tp in PARTITIONS}
         self.log_start: dict[tuple[str, int], int] = dict.fromkeys(PARTITIONS, 0)
         self.entries: dict[tuple[tuple[str, int], int], _Entry] = {}
@@ -63,6 +74,16 @@ class ModelBroker:
         self._next_pid += 1
         self.granted[self._next_pid] = 0
         return self._next_pid, 0
+
+    def end_transaction(self, pid: int, epoch: int) -> tuple[int, int]:
+        """EndTxn under transaction version 2: a marker with the bumped epoch in every partition holding the
+        producer (its entry moves to the epoch, with no sequence yet), and the epoch for the next transaction."""
+        new_epoch = epoch + 1
+        for (_tp, entry_pid), entry in self.entries.items():
+            if entry_pid == pid:
+                entry.epoch, entry.last_seq = new_epoch, -1
+                entry.cache.clear()
+        return pid, new_epoch
 
     def forget(self, tp: tuple[str, int]) -> None:
         """Retention removed the partition's old segments, and with them every producer's state there."""
@@ -75,6 +96,11 @@ class ModelBroker:
         lso = self.log_start[tp]
         if self.max_records is not None and len(values) > self.max_records:
             return 10, -1, lso
+        if self.invalid_every is not None:
+            named = [(i, f"record {v} is invalid") for i, v in enumerate(values) if v % self.invalid_every == 0]
+            if named:
+                self.record_errors = named
+                return 87, -1, lso
         last = (base + len(values) - 1) % SPAN
         if self.legacy and epoch > self.granted.get(pid, -1):
             return 90, -1, lso  # Tansu: PRODUCER_FENCED for an epoch it did not give out
@@ -115,6 +141,7 @@ class Request:
     stamp: tuple[int, int, int]
     processed: bool = False
     result: tuple[int, int, int] | None = None
+    record_errors: list[tuple[int, str | None]] = field(default_factory=list)
 
 
 class SequenceMachine(RuleBasedStateMachine):
@@ -125,6 +152,8 @@ class SequenceMachine(RuleBasedStateMachine):
         near_wrap=st.booleans(),
         delivery_timeout_ms=st.sampled_from([250, 1_000, 60_000]),
         retries=st.sampled_from([1, 3, 2**31 - 1]),
+        invalid_every=st.sampled_from([None, None, 5, 11]),
+        transactional=st.booleans(),
     )
     def setup(
         self,
@@ -134,6 +163,8 @@ class SequenceMachine(RuleBasedStateMachine):
         near_wrap: bool,
         delivery_timeout_ms: int,
         retries: int,
+        invalid_every: int | None,
+        transactional: bool,
     ) -> None:
         self.acc = RecordAccumulator(
             batch_size=1 << 30,
@@ -144,8 +175,18 @@ class SequenceMachine(RuleBasedStateMachine):
             new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], None),
         )
         self.delivery_timeout_ms = delivery_timeout_ms
-        self.idem = IdempotenceState(True, retries=retries, delivery_timeout_ms=delivery_timeout_ms)
-        self.broker = ModelBroker(legacy=legacy, max_records=max_records)
+        self.transactional = transactional
+        self.doomed = False  # a batch of the current transaction failed for good
+        self.idem = IdempotenceState(
+            True,
+            retries=retries,
+            delivery_timeout_ms=delivery_timeout_ms,
+            transactional_id="tx" if transactional else None,
+        )
+        # Transactions need a broker of transaction version 2 (Kafka 4.x): never the legacy checks.
+        self.broker = ModelBroker(
+            legacy=legacy and not transactional, max_records=max_records, invalid_every=invalid_every
+        )
         self.batch_records = batch_records
         self.near_wrap = near_wrap
         self.now = 0
@@ -181,6 +222,31 @@ class SequenceMachine(RuleBasedStateMachine):
             self.near_wrap = False
             self.idem._stream(PARTITIONS[0]).next_sequence = SPAN - 3
 
+    @precondition(lambda self: self.transactional and not any(self.conns) and not self.acc.has_incomplete())
+    @rule()
+    def commit(self) -> None:
+        """Commit: every batch of the transaction is settled, then EndTxn gives the next epoch."""
+        self._end_transaction()
+
+    @precondition(lambda self: self.transactional and not any(self.conns))
+    @rule()
+    def abort(self) -> None:
+        """Abort: batches never sent, then retries waiting, fail (Java's abortUndrainedBatches); nothing is on the
+        wire (the abort waits for it); then EndTxn gives the next epoch."""
+        for batch in self.acc.take_unsent():
+            self._fail(batch, TransportError("aborted"))
+        queued = self.acc.take_all_queued()
+        self.idem.on_abandoned(queued, TransportError("aborted"))
+        for batch in queued:
+            self._fail(batch, TransportError("aborted"))
+        self._end_transaction()
+
+    def _end_transaction(self) -> None:
+        pid, epoch = self.broker.end_transaction(self.idem.producer_id, self.idem.producer_epoch)
+        self.idem.set_producer_id(pid, epoch)
+        self.doomed = False
+        event("transaction ended")
+
     @rule(partition=st.sampled_from(PARTITIONS))
     def drain(self, partition: tuple[str, int]) -> None:
         self.idem.maybe_resolve()
@@ -198,6 +264,10 @@ class SequenceMachine(RuleBasedStateMachine):
                 known = self.stamps.setdefault(key, value)
                 assert known == value, f"sequence {key} reused: {value} after {known}"
             self.conns[self.leader].append(Request(batch, self.leader, values, stamp))
+            if self.transactional and stamp[2] > 0:
+                first = [r for c in self.conns for r in c if r.stamp[:2] == stamp[:2] and r.batch.tp == partition]
+                if any(r.stamp[2] == 0 for r in first[:-1]):
+                    event("batches in flight behind a new epoch's first")
 
     # -- the broker -----------------------------------------------------------------------------------------------
     def _unprocessed(self, conn: int) -> Request | None:
@@ -241,6 +311,8 @@ class SequenceMachine(RuleBasedStateMachine):
             request.result = LOST if fault == "drop" else (table[code % len(table)], -1, self.broker.log_start[tp])
             return
         result = self.broker.append(tp, *request.stamp, request.values)
+        if result[0] == 87:
+            request.record_errors = self.broker.record_errors
         if result[0] == 59 and code % 3 == 0:
             result = (59, -1, -1)  # the broker did not know the log start offset yet (Java retries as is)
         if fault == "after" and result[0] == 0:
@@ -302,13 +374,26 @@ class SequenceMachine(RuleBasedStateMachine):
             code, offset = (None, -1) if result is None else result[:2]
             self.idem.on_late_response(batch, code, offset, self.now)
             return
+        surely_unwritten = not batch.maybe_written  # before this answer
         if result is None:
             decision = self.idem.on_no_response(batch, TransportError("lost"), self.now)
         else:
             decision = self.idem.on_response(
-                batch, result[0], self.now, base_offset=result[1], log_start_offset=result[2]
+                batch,
+                result[0],
+                self.now,
+                base_offset=result[1],
+                log_start_offset=result[2],
+                record_errors=request.record_errors,
             )
         event(f"answer {'lost' if result is None else result[0]} -> {decision.action.value}")
+        if self.transactional and result is not None and result[0] == 45 and surely_unwritten and not self.doomed:
+            # A broker that holds the producer refuses an overtaking batch; the batch it overtook goes first, then
+            # the overtaking one again (R7). Only a batch overtaken on a broker with no state for the producer could
+            # be refused for good (R10: the transaction would abort): the probe (R5) keeps that from happening. (A
+            # part of a batch that may have been written whole is another matter, R6; and once a batch of the
+            # transaction failed, it is to be aborted anyway.)
+            assert decision.action is not Action.FAIL, "OUT_OF_ORDER_SEQUENCE_NUMBER failed a transaction's batch"
         for tp in PARTITIONS:
             if self.idem.is_waiting(tp):
                 event("a partition unresolved or broken")
@@ -328,10 +413,23 @@ class SequenceMachine(RuleBasedStateMachine):
             self.acc.reenqueue(batch, self.now)
         elif decision.action is Action.SPLIT:
             self.acc.split(batch, self.idem)
+        elif decision.action is Action.REJECT_RECORDS:
+            # What the sender does: each named record a part of its own that fails, the others sent again.
+            named = decision.record_errors or {}
+            parts = self.acc.split(batch, self.idem, at=sorted({*named, *(i + 1 for i in named)}))
+            first = 0
+            for part in parts:
+                error = named.get(first) if part.record_count == 1 else None
+                first += part.record_count
+                if error is not None:
+                    self.acc.unqueue(part)
+                    self.idem.on_abandoned([part], error)
+                    self._fail(part, error)
         else:
             self._fail(batch, decision.error)
 
     def _fail(self, batch: ProducerBatch, error: Any) -> None:
+        self.doomed = True  # a transaction must now be aborted (R10)
         values = [int(r.value or b"") for b in read_batches(batch.close().encode()) for r in b.records]
         if batch.maybe_written:
             self.unknown.update(values)
@@ -350,6 +448,8 @@ class SequenceMachine(RuleBasedStateMachine):
             assert log == sorted(log), f"{tp}: the log is out of send order: {log}"
             written = set(log)
             assert not written & self.not_written, f"{tp}: records reported not written are in the log"
+            if self.broker.invalid_every is not None:
+                assert all(v % self.broker.invalid_every for v in log), f"{tp}: an invalid record in the log"
             assert self.delivered.isdisjoint(self.not_written | self.unknown)
 
     @invariant()
@@ -373,6 +473,9 @@ class SequenceMachine(RuleBasedStateMachine):
             if self.idem.needs_producer_id:
                 self.init_producer_id()
                 progressed = True
+            if self.transactional and self.idem.identity.epoch_bump_required and not any(self.conns):
+                self.abort()  # what the caller does with the transaction's abortable error
+                progressed = True
             for tp in PARTITIONS:
                 before = sum(len(c) for c in self.conns)
                 self.drain(tp)
@@ -384,6 +487,12 @@ class SequenceMachine(RuleBasedStateMachine):
                         self.process(conn, "ok", 1)
                     self.answer(conn)
                     progressed = True
+            if not progressed and self.transactional and self.acc.has_incomplete():
+                # Batches waiting for a new epoch: the caller aborts the failed transaction (commit would otherwise
+                # wait for them), which is fine only when the transaction did fail.
+                assert self.doomed, f"a transaction's batches wait for nothing: {self.acc.incomplete_batches()}"
+                self.abort()
+                progressed = True
             if not progressed:
                 break
         self.the_log_is_clean()

@@ -19,7 +19,9 @@ from aioproducer.partitioner import (
     PureDefaultPartitioner,
     RoundRobinPartitioner,
     TopicPartitions,
+    load_stats,
     murmur2,
+    next_partition,
     partition_for_key,
 )
 
@@ -228,3 +230,43 @@ def test_both_partitioners_satisfy_the_protocol() -> None:
     partitioners: list[Partitioner] = [DefaultPartitioner(), RoundRobinPartitioner()]
     topic: TopicPartitions = Topic.healthy(3)
     assert all(0 <= p.partition("t", None, 1, topic) < 3 for p in partitioners)
+
+
+# -- adaptive partitioning (KIP-794) ---------------------------------------------------------------------------------
+
+
+def test_load_stats_invert_queue_sizes_into_a_cumulative_frequency_table_as_java_does() -> None:
+    # Java's BuiltInPartitioner.updatePartitionLoadStats comment: queue sizes 0 3 1 -> weights 4 1 3 -> 4 5 8.
+    stats = load_stats([0, 3, 1], [0, 1, 2], 3)
+    assert stats is not None and (stats.cumulative, stats.partition_ids) == ([4, 5, 8], [0, 1, 2])
+    assert load_stats([2, 2, 2], [0, 1, 2], 3) is None, "equal queues: nothing to gain, uniform sticky"
+    left_out = load_stats([2, 2], [0, 2], 3)  # partition 1's broker is unavailable: equal, but one left out
+    assert left_out is not None and left_out.partition_ids == [0, 2]
+    assert load_stats([0], [0], 1) is None, "a topic of one partition"
+    assert load_stats([], [], 3) is None, "every partition left out: uniform over the available ones"
+
+
+def test_a_switch_draws_partitions_by_their_weight_and_never_one_left_out() -> None:
+    rng = random.Random(17)
+    stats = load_stats([0, 9, 4], [0, 1, 2], 3)
+    drawn = Counter(next_partition(range(3), -1, rng, stats, 3) for _ in range(20_000))
+    # weights 10, 1, 6 of 17
+    assert abs(drawn[0] / 20_000 - 10 / 17) < 0.02 and abs(drawn[1] / 20_000 - 1 / 17) < 0.01
+    assert abs(drawn[2] / 20_000 - 6 / 17) < 0.02
+    skipping = load_stats([3, 3], [0, 2], 3)
+    assert {next_partition(range(3), 0, rng, skipping, 3) for _ in range(500)} == {0, 2}
+    # Until the accumulator holds a queue for every partition the weights say nothing about the others: uniform.
+    partial = load_stats([0, 5], [0, 1], 2)
+    assert {next_partition(range(4), 0, rng, partial, 4) for _ in range(500)} == {1, 2, 3}
+
+
+def test_keyless_records_go_less_to_a_partition_that_falls_behind_and_keyed_ones_do_not_move() -> None:
+    partitioner = DefaultPartitioner(batch_size=100, rng=random.Random(8))
+    topic = Topic.healthy(3)
+    partitioner.update_load_stats("t", [0, 12, 0], [0, 1, 2], 3)
+    keyless = Counter(_keyless_run(partitioner, topic, 3000))
+    assert keyless[1] < keyless[0] / 5 and keyless[1] < keyless[2] / 5
+    keyed = [partitioner.partition("t", b"user-%d" % i, 100, topic) for i in range(50)]
+    assert keyed == [partition_for_key(b"user-%d" % i, 3) for i in range(50)]
+    partitioner.update_load_stats("t", [1, 1, 1], [0, 1, 2], 3)  # caught up: uniform again
+    assert min(Counter(_keyless_run(partitioner, topic, 3000)).values()) > 800

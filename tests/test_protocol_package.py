@@ -36,7 +36,13 @@ def test_public_names() -> None:
         "api_versions_error_code",
         "api_versions_fallback_version",
     }
-    extras = {"DEFAULT_MAX_FRAME_BYTES", "RequestHeader", "api_version_ranges", "decode_request_header"}
+    extras = {
+        "DEFAULT_MAX_FRAME_BYTES",
+        "MAX_STRING_BYTES",
+        "RequestHeader",
+        "api_version_ranges",
+        "decode_request_header",
+    }
     transactions = {
         "TRANSACTION_V2_VERSIONS",
         "TRANSACTION_VERSION",

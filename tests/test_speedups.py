@@ -167,13 +167,21 @@ def layout(count: int, available: tuple[int, ...] | None = None) -> TopicInfo:
         max_size=80,
     ),
     ignore_keys=st.booleans(),
+    loads=st.lists(st.tuples(st.lists(st.integers(0, 9), max_size=6), st.integers(0, 9)), max_size=4),
 )
-def test_default_partitioner_twins_pick_the_same(seed: int, calls: list[Any], ignore_keys: bool) -> None:
+def test_default_partitioner_twins_pick_the_same(
+    seed: int, calls: list[Any], ignore_keys: bool, loads: list[tuple[list[int], int]]
+) -> None:
     layouts = [layout(6), layout(6, (1, 4)), layout(9), layout(3, ())]
     pure = PureDefaultPartitioner(1000, ignore_keys=ignore_keys, rng=random.Random(seed))
     twin = compiled_partitioner.DefaultPartitioner(1000, ignore_keys=ignore_keys, rng=random.Random(seed))
-    for key, size, which in calls:
+    for position, (key, size, which) in enumerate(calls):
         info = layouts[which]
+        if loads and position % 7 == 0:  # the accumulator's adaptive load stats, now and then (KIP-794)
+            sizes, queues = loads[position % len(loads)]
+            ids = list(range(len(sizes)))
+            pure.update_load_stats("t", sizes, ids, queues)
+            twin.update_load_stats("t", sizes, ids, queues)
         assert pure.partition("t", key, size, info) == twin.partition("t", key, size, info)
     empty = layout(0, ())
     assert outcome_of(pure.partition, "t", b"k", 1, empty) == outcome_of(twin.partition, "t", b"k", 1, empty)

@@ -35,7 +35,7 @@ def consumer_settings(cfg: ProducerConfig) -> dict[str, Any] | None:
             {
                 "sasl.mechanism": cfg.sasl_mechanism,
                 "sasl.username": cfg.sasl_plain_username,
-                "sasl.password": cfg.sasl_plain_password,
+                "sasl.password": None if cfg.sasl_plain_password is None else cfg.sasl_plain_password.reveal(),
             }
         )
     if cfg.security_protocol in ("SSL", "SASL_SSL"):
@@ -43,7 +43,7 @@ def consumer_settings(cfg: ProducerConfig) -> dict[str, Any] | None:
             "ssl.ca.location": cfg.ssl_cafile,
             "ssl.certificate.location": cfg.ssl_certfile,
             "ssl.key.location": cfg.ssl_keyfile,
-            "ssl.key.password": cfg.ssl_password,
+            "ssl.key.password": None if cfg.ssl_password is None else cfg.ssl_password.reveal(),
         }
         conf.update({key: value for key, value in optional.items() if value is not None})
         if not cfg.ssl_check_hostname:

@@ -6,6 +6,7 @@ Depends on aioproducer.errors only; never imports asyncio, sockets or the clock.
 from __future__ import annotations
 
 from aioproducer.protocol.api import SUPPORTED_VERSIONS, TRANSACTION_V2_VERSIONS, ApiKey
+from aioproducer.protocol.codec import MAX_STRING_BYTES
 from aioproducer.protocol.coordinators import (
     Coordinator,
     CoordinatorType,
@@ -32,6 +33,7 @@ from aioproducer.protocol.wire import (
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
+    "MAX_STRING_BYTES",
     "SUPPORTED_VERSIONS",
     "TRANSACTION_V2_VERSIONS",
     "TRANSACTION_VERSION",

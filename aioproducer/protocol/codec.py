@@ -24,7 +24,7 @@ from aioproducer.protocol.primitives import (
 )
 from aioproducer.protocol.schema import Field, Message
 
-__all__ = ["Codec", "Writer", "codec_for"]
+__all__ = ["MAX_STRING_BYTES", "Codec", "Writer", "codec_for"]
 
 Encoder = Callable[["Writer", Any], None]
 Decoder = Callable[[Reader], Any]
@@ -32,7 +32,8 @@ Decoder = Callable[[Reader], Any]
 # Blobs at least this large (record batches) are kept by reference and joined once into the frame, not copied twice.
 _BLOB_BY_REFERENCE = 512
 # Java's generated code refuses strings whose UTF-8 form does not fit an int16 length, even in compact form.
-_MAX_STRING_BYTES = 0x7FFF
+# Kafka strings, compact or not, hold at most Short.MAX_VALUE bytes of UTF-8 (Java's Type.STRING / COMPACT_STRING).
+MAX_STRING_BYTES = 0x7FFF
 _FIXED = {"int8": INT8, "int16": INT16, "int32": INT32, "int64": INT64, "uint16": UINT16, "uint32": UINT32}
 _MIN_SIZE = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "float64": 8}
 
@@ -294,7 +295,7 @@ def _string_codec(name: str, compact: bool, nullable: bool) -> tuple[Encoder, De
             w.buf += null
             return
         raw = value.encode("utf-8")
-        if len(raw) > _MAX_STRING_BYTES:
+        if len(raw) > MAX_STRING_BYTES:
             raise ProtocolError(f"string field {name!r} is {len(raw)} bytes; Kafka strings hold at most 32767")
         w.buf += _length_prefix(compact, len(raw), wide=False)
         w.buf += raw

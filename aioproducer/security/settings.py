@@ -10,9 +10,12 @@ import os
 import re
 import ssl
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aioproducer.errors import ConfigError, FeatureNotAvailableError
+
+if TYPE_CHECKING:
+    from aioproducer.config_values import Secret
 
 __all__ = [
     "JAAS_KEYS",
@@ -28,7 +31,6 @@ __all__ = [
     "parse_check_hostname",
     "parse_mechanism",
     "parse_path",
-    "parse_secret",
     "parse_ssl_context",
     "parse_token_provider",
 ]
@@ -66,7 +68,7 @@ class SecuritySettings(Protocol):
     @property
     def ssl_keyfile(self) -> str | None: ...
     @property
-    def ssl_password(self) -> str | None: ...
+    def ssl_password(self) -> Secret | None: ...
     @property
     def ssl_check_hostname(self) -> bool: ...
     @property
@@ -74,7 +76,7 @@ class SecuritySettings(Protocol):
     @property
     def sasl_plain_username(self) -> str | None: ...
     @property
-    def sasl_plain_password(self) -> str | None: ...
+    def sasl_plain_password(self) -> Secret | None: ...
     @property
     def sasl_oauth_token_provider(self) -> Callable[[], Any] | None: ...
 
@@ -100,13 +102,6 @@ def parse_path(name: str, value: Any) -> str | None:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{name} must be a file path (str or os.PathLike), got {value!r}")
     return value
-
-
-def parse_secret(name: str, value: Any) -> str | None:
-    # The value is never echoed: a wrong type may still be the real secret.
-    if value is None or isinstance(value, str):
-        return value
-    raise ConfigError(f"{name} must be a str, got a {type(value).__name__}")
 
 
 def parse_check_hostname(name: str, value: Any) -> bool:

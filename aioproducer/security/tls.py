@@ -81,7 +81,7 @@ def client_context(config: ProducerConfig) -> ssl.SSLContext | None:
             cafile=config.ssl_cafile,
             certfile=config.ssl_certfile,
             keyfile=config.ssl_keyfile,
-            password=config.ssl_password,
+            password=None if config.ssl_password is None else config.ssl_password.reveal(),
             check_hostname=config.ssl_check_hostname,
         )
         # Keyed by identity, since a config may hold unhashable objects; the entry goes when the config does.
