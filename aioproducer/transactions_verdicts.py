@@ -53,8 +53,10 @@ _INVALID_PRODUCER_ID_MAPPING = 49
 _TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 _OPERATION_NOT_ATTEMPTED = 55
 _UNKNOWN_PRODUCER_ID = 59
+_GROUP_ID_NOT_FOUND = 69
 _FENCED_INSTANCE_ID = 82
 _PRODUCER_FENCED = 90
+_STALE_MEMBER_EPOCH = 113
 _TRANSACTION_ABORTABLE = 120
 
 _V = Verdict
@@ -121,6 +123,9 @@ TXN_OFFSET_COMMIT: Mapping[int, Verdict] = MappingProxyType(
         # Java raises CommitFailedException: the consumer's group generation moved on (a rebalance fenced it).
         _UNKNOWN_MEMBER_ID: _V.ABORTABLE,
         _ILLEGAL_GENERATION: _V.ABORTABLE,
+        # v6 (KIP-1319) adds the consumer protocol's (KIP-848) answers: Java raises CommitFailedException for both.
+        _GROUP_ID_NOT_FOUND: _V.ABORTABLE,
+        _STALE_MEMBER_EPOCH: _V.ABORTABLE,
         _TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.FATAL,
         _UNSUPPORTED_FOR_MESSAGE_FORMAT: _V.FATAL,
     }

@@ -61,7 +61,7 @@ class SaslCredentials:
 
 
 class KafkaCluster:
-    """Apache Kafka `version` (4.1.1 by default, jars from Maven Central) with `nodes` KRaft nodes.
+    """Apache Kafka `version` (by default the newest release, `DEFAULT_KAFKA_VERSION`; jars from Maven Central) with `nodes` KRaft nodes.
 
     Nodes 1..`controllers` (all by default) are combined broker+controller nodes forming the controller quorum;
     the others are brokers only. Each node listens on free loopback ports chosen at start, so several clusters
