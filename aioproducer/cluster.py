@@ -36,6 +36,7 @@ from .security.tls import client_context
 __all__ = ["Cluster", "parse_address"]
 
 log = logging.getLogger("aioproducer.cluster")
+_CLUSTER_CHECK = 5  # the first ApiVersions version carrying the cluster id and node id (KIP-1242)
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -93,6 +94,9 @@ class Cluster:
         self.auth_error: AuthenticationError | None = None
         # The newest finalized feature levels any broker reported (Java's ApiVersions keeps the highest epoch).
         self.features = FinalizedFeatures()
+        # Whether a broker of this cluster has answered ApiVersions v5 (KIP-1242): only then do connections name the
+        # cluster and node they mean. Some Kafka-compatible brokers (Tansu) drop a v5 request that carries them.
+        self._cluster_check = False
 
     @property
     def metadata(self) -> ClusterMetadata:
@@ -366,7 +370,7 @@ class Cluster:
                 connect_timeout_ms=self._nodes.setup_timeout_ms(node),
                 ssl_context=client_context(self._config),
                 sasl=SaslCredentials.from_config(self._config),
-                cluster_id=self.state.cluster.cluster_id,
+                cluster_id=self.state.cluster.cluster_id if self._cluster_check else None,
             )
         except RebootstrapRequiredError as exc:
             # ApiVersions v5 (KIP-1242): this address now answers for another cluster or node. As for Metadata's
@@ -375,6 +379,7 @@ class Cluster:
             raise ConnectionFailedError(f"broker {host}:{port} is not node {node_id} of our cluster: {exc}") from exc
         conn.on_lost = self._on_connection_lost
         self.features = self.features.newest(conn.features)
+        self._cluster_check = self._cluster_check or conn.versions.get(ApiKey.API_VERSIONS, 0) >= _CLUSTER_CHECK
         self._check_idle_later(self._config.connections_max_idle_ms / 1000)
         self.observer.connected(conn)
         return conn

@@ -190,7 +190,8 @@ class TransactionRequests:
                 "member_id": metadata.member_id,
                 "group_instance_id": metadata.group_instance_id,
                 "topics": [
-                    {"name": name, "topic_id": self._topic_id(name), "partitions": parts} for name, parts in topics.items()
+                    {"name": name, "topic_id": self._topic_id(name), "partitions": parts}
+                    for name, parts in topics.items()
                 ],
             }
 
