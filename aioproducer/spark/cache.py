@@ -27,6 +27,12 @@ from typing import Any, TypeVar
 
 from aioproducer import Producer
 from aioproducer.models import TableReport
+from aioproducer.spark._deps import EXTRA_HINT
+
+try:
+    from anyio.from_thread import start_blocking_portal
+except ImportError as exc:  # pragma: no cover - the spark extra brings anyio
+    raise ImportError(f"{EXTRA_HINT} ({exc})") from exc
 
 __all__ = ["Lease", "LoopThread", "ProducerCache", "shared_cache"]
 
@@ -36,32 +42,41 @@ _CLOSE_TIMEOUT_S = 10.0  # how long closing a producer may flush at eviction or 
 
 
 class LoopThread:
-    """An asyncio event loop running in a daemon thread until `stop()`."""
+    """An asyncio event loop in a daemon thread, reached from other threads through anyio's blocking portal (which
+    owns the thread, the loop, handing coroutines over and cancelling them), until `stop()`."""
 
     def __init__(self, name: str = "aioproducer-spark") -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        self._portal_context = start_blocking_portal("asyncio", name=name)
+        self._portal = self._portal_context.__enter__()
+        self.loop: asyncio.AbstractEventLoop = self._portal.call(asyncio.get_running_loop)
+        self._stopped = False
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Run `coroutine` on the loop; its future can be waited for (or cancelled) from any thread."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        """Run `coroutine` on the loop; its future can be waited for (or cancelled, which cancels the coroutine)
+        from any thread."""
+        return self._portal.start_task_soon(_run, coroutine)
 
     def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run `coroutine` on the loop and wait for its result."""
         return self.submit(coroutine).result()
 
-    def stop(self, timeout: float = _CLOSE_TIMEOUT_S) -> None:
-        if self.loop.is_closed():
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def stop(self) -> None:
+        """Cancel whatever still runs on the loop, end it and join its thread; idempotent."""
+        if self._stopped:
             return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout)
-        if not self._thread.is_alive():
-            self.loop.close()
+        self._stopped = True
+        try:
+            self._portal.call(self._portal.stop, True)
+        finally:
+            self._portal_context.__exit__(None, None, None)
+
+
+async def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    return await coroutine
 
 
 @dataclass(eq=False)
@@ -180,7 +195,7 @@ class ProducerCache:
 
     def close(self) -> None:
         """Close every cached producer (each flushing for at most 10 s), then stop the loop thread."""
-        if self.loop_thread.loop.is_closed():
+        if self.loop_thread.stopped:
             return
         try:
             self.loop_thread.call(self._close_all())
@@ -204,7 +219,7 @@ def shared_cache() -> ProducerCache:
     """This process's cache, created on first use (again after `close()`) and closed at interpreter exit."""
     global _shared
     with _shared_lock:
-        if _shared is None or _shared.loop_thread.loop.is_closed():
+        if _shared is None or _shared.loop_thread.stopped:
             _shared = ProducerCache()
             atexit.register(_shared.close)
         return _shared
