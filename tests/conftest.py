@@ -26,7 +26,7 @@ import pytest
 from aioproducer.testing import ConsumedRecord, KafkaCluster, MockCluster, TansuBroker, create_topic, read_back
 
 BOOTSTRAP_ENV = "AIOPRODUCER_BOOTSTRAP"
-# Runs every real-Kafka fixture on another Kafka release, e.g. 3.9.1 (`nox -s tests` does so for the core suites).
+# Runs every real-Kafka fixture on another Kafka release, e.g. 3.9.2 (`nox -s tests` does so for the core suites).
 KAFKA_VERSION_ENV = "AIOPRODUCER_KAFKA_VERSION"
 
 # Clusters started in this session, for the start-up summary and for log tails of failing tests.
