@@ -7,6 +7,7 @@ conftest, no path tricks: the fixtures come from the installed package's entry p
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -79,13 +80,19 @@ def run(*command: str | Path, env: dict[str, str] | None = None) -> subprocess.C
     return done
 
 
+_NOT_SOURCES = (".git", ".nox", ".venv", "build", "dist", "*.egg-info", "__pycache__", "*.so", "*.c", ".*_cache")
+
+
 def build_wheel(into: Path, *, compiler: bool) -> Path:
     """A wheel of this checkout, built as pip builds one for a user (isolated, Cython from the build requirements);
     without a compiler, CC names none, so the extension fails to compile and the build goes on as pure Python."""
     env = {k: v for k, v in os.environ.items() if k != "AIOPRODUCER_NO_EXTENSIONS"}
     if not compiler:
         env["CC"] = str(into / "no-such-compiler")
-    done = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", into, ROOT, env=env)
+    # A copy of the sources alone: setuptools would reuse an extension an earlier build left in the checkout.
+    source = into.parent / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*_NOT_SOURCES))
+    done = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", into, source, env=env)
     (wheel,) = into.glob("aioproducer-*.whl")
     extensions = [name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".so")]
     assert bool(extensions) is compiler, f"{wheel.name} holds {extensions}:\n{done.stderr}"
