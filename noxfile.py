@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from types import ModuleType
@@ -82,15 +83,38 @@ def tests(session: nox.Session) -> None:
         session.run("pytest", *session.posargs)
         return
     if session.python != FULL_SUITE_PYTHON:
-        broker_free = ["-m", "not kafka", "-p", "no:cacheprovider"]
-        session.run("pytest", *broker_free, "--durations=10")
-        session.run("pytest", *broker_free, *_COMPILED_ONLY, env=PURE)
+        # Side by side, one core each: a pytest run of these tests keeps one core busy and leaves the other idle.
+        broker_free = ["pytest", "-m", "not kafka", "-p", "no:cacheprovider"]
+        _side_by_side(session, ([*broker_free, "--durations=5"], {}), ([*broker_free, *_COMPILED_ONLY], PURE))
         return
     session.run("pytest", "--durations=25")
     # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get).
     session.run("pytest", "--durations=10", *_COMPILED_ONLY, env=PURE)
     older = {"AIOPRODUCER_KAFKA_VERSION": KAFKA.OLDER_KAFKA_VERSION, "AIOPRODUCER_BOOTSTRAP": ""}
     session.run("pytest", *KAFKA.CORE_BROKER_SUITES, env=older)
+
+
+def _side_by_side(session: nox.Session, *runs: tuple[list[str], dict[str, str]]) -> None:
+    """Run commands of the session's virtualenv at once, each with its own extra environment; print each one's
+    output in turn once all have ended, and fail the session if any failed."""
+    logs = Path(session.create_tmp())
+    env = {**os.environ, "PATH": os.pathsep.join([str(session.bin), os.environ.get("PATH", "")])}
+    started = []
+    for index, (command, extra) in enumerate(runs):
+        log = (logs / f"run-{index}.log").open("w")
+        session.log(f"{' '.join(command)} (at once, environment {extra or 'as is'})")
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**env, **extra}, cwd=ROOT)
+        started.append((command, extra, process, log))
+    failed = []
+    for command, extra, process, log in started:
+        status = process.wait()
+        log.close()
+        session.log(f"{' '.join(command)} {extra or ''}: exit {status}")
+        print(Path(log.name).read_text(), flush=True)
+        if status != 0:
+            failed.append(" ".join(command))
+    if failed:
+        session.error("failed: " + "; ".join(failed))
 
 
 @nox.session(python=FULL_SUITE_PYTHON)

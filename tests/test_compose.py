@@ -103,6 +103,7 @@ def test_a_node_started_with_the_same_properties_serves_a_producer_and_a_transac
     async def produce(bootstrap: str) -> None:
         async with Producer(bootstrap, acks="all") as producer:
             assert (await producer.send(topic, b"plain", key=b"k")).offset == 0
+            assert len(await producer.partitions_for(topic)) == int(properties["num.partitions"])
         async with Producer(bootstrap, transactional_id=transactional) as producer, producer.transaction():
             await producer.send(topic, b"in a transaction", key=b"k")
 
@@ -110,4 +111,3 @@ def test_a_node_started_with_the_same_properties_serves_a_producer_and_a_transac
         asyncio.run(produce(cluster.bootstrap_servers))
         records = read_back(cluster.bootstrap_servers, topic, isolation_level="read_committed")
         assert [r.value for r in records] == [b"plain", b"in a transaction"]
-        assert len(cluster.partitions(topic)) == int(properties["num.partitions"])
