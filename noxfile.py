@@ -189,7 +189,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install("-e", ".[snappy,otel,prometheus]", "anyio>=4.4", "mypy>=1.10")
+    session.install("-e", ".[snappy,otel,prometheus,cli,testing]", "anyio>=4.4", "mypy>=1.10")
     session.run("mypy", "--strict", "aioproducer")
 
 
