@@ -41,6 +41,7 @@ TopicPartition = tuple[str, int]
 _TOPIC_AUTHORIZATION_FAILED = 29
 _CONCURRENT_TRANSACTIONS = ConcurrentTransactionsError.code
 _TXN_OFFSET_COMMIT_BY_ID = 6  # the first TxnOffsetCommit version naming topics by id (KIP-1319)
+_NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 @dataclass(frozen=True)
@@ -164,15 +165,18 @@ class TransactionRequests:
             chosen = self._tv_version(ApiKey.TXN_OFFSET_COMMIT)(conn)
             if chosen < _TXN_OFFSET_COMMIT_BY_ID:
                 return chosen
-            ids = {topic: self._topic_id(topic) for topic, _ in pending}
-            if any(topic_id is None for topic_id in ids.values()):
+            if any(self._topic_id(topic) is None for topic, _ in pending):
                 return _TXN_OFFSET_COMMIT_BY_ID - 1
-            names_by_id.update((topic_id, topic) for topic, topic_id in ids.items() if topic_id is not None)
             return chosen
 
         def body(conn: BrokerConnection) -> dict[str, Any]:
             topics: dict[str, list[dict[str, Any]]] = {}
+            ids: dict[str, uuid.UUID] = {}
             for offset in pending.values():
+                topic_id = self._topic_id(offset.topic)
+                if topic_id is not None:
+                    ids[offset.topic] = topic_id
+                    names_by_id[topic_id] = offset.topic  # v6 answers by id
                 topics.setdefault(offset.topic, []).append(
                     {
                         "partition_index": offset.partition,
@@ -189,8 +193,10 @@ class TransactionRequests:
                 "generation_id": metadata.generation_id,
                 "member_id": metadata.member_id,
                 "group_instance_id": metadata.group_instance_id,
+                # Only v6 sends the id; one unknown here (metadata changed since the version was chosen) goes as
+                # the zero id, which the coordinator answers with UNKNOWN_TOPIC_ID, retriable.
                 "topics": [
-                    {"name": name, "topic_id": self._topic_id(name), "partitions": parts}
+                    {"name": name, "topic_id": ids.get(name, _NO_TOPIC_ID), "partitions": parts}
                     for name, parts in topics.items()
                 ],
             }
