@@ -43,17 +43,19 @@ async def run(args: argparse.Namespace, display: Display) -> int:
         raise ConfigError("--kafka-version needs --kafka")
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        with _broker(args, display) as bootstrap:
+    # A Ctrl-C while the broker starts interrupts the start (which cleans up after itself); once it serves, Ctrl-C
+    # and SIGTERM end the wait and the broker stops in order.
+    with _broker(args, display) as bootstrap:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        try:
             display.out(bootstrap)
             display.info(f"serving on {bootstrap}; Ctrl-C stops it")
             await stop.wait()
             display.info("stopping")
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
     return 0
 
 
