@@ -30,7 +30,8 @@ from aioproducer.models import TableReport
 from aioproducer.spark._deps import EXTRA_HINT
 
 try:
-    from anyio.from_thread import start_blocking_portal
+    import anyio
+    from anyio.from_thread import BlockingPortal
 except ImportError as exc:  # pragma: no cover - the spark extra brings anyio
     raise ImportError(f"{EXTRA_HINT} ({exc})") from exc
 
@@ -43,11 +44,18 @@ _CLOSE_TIMEOUT_S = 10.0  # how long closing a producer may flush at eviction or 
 
 class LoopThread:
     """An asyncio event loop in a daemon thread, reached from other threads through anyio's blocking portal (which
-    owns the thread, the loop, handing coroutines over and cancelling them), until `stop()`."""
+    hands coroutines over, returns their futures and cancels them), until `stop()`.
+
+    The thread runs the portal itself, rather than through anyio's `start_blocking_portal` context manager: that one
+    is a suspended generator, and a forked child that drops this object (see `_forget_after_fork`) would close it
+    and wait forever for a portal thread the child does not have, before Spark's `exec` of its JVM ever ran.
+    """
 
     def __init__(self, name: str = "aioproducer-spark") -> None:
-        self._portal_context = start_blocking_portal("asyncio", name=name)
-        self._portal = self._portal_context.__enter__()
+        started: concurrent.futures.Future[BlockingPortal] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=_serve, args=(started,), name=name, daemon=True)
+        self._thread.start()
+        self._portal = started.result()
         self.loop: asyncio.AbstractEventLoop = self._portal.call(asyncio.get_running_loop)
         self._stopped = False
 
@@ -69,10 +77,25 @@ class LoopThread:
         if self._stopped:
             return
         self._stopped = True
-        try:
-            self._portal.call(self._portal.stop, True)
-        finally:
-            self._portal_context.__exit__(None, None, None)
+        self._portal.call(self._portal.stop, True)
+        self._thread.join()
+
+
+def _serve(started: concurrent.futures.Future[BlockingPortal]) -> None:
+    """The loop thread: a portal open until stopped (anyio closes the loop after)."""
+
+    async def portal() -> None:
+        async with BlockingPortal() as opened:
+            started.set_result(opened)
+            await opened.sleep_until_stopped()
+
+    try:
+        anyio.run(portal, backend="asyncio")
+    except BaseException as exc:  # the loop could not start: the constructor raises it
+        if not started.done():
+            started.set_exception(exc)
+        else:
+            raise
 
 
 async def _run(coroutine: Coroutine[Any, Any, T]) -> T:
