@@ -74,8 +74,9 @@ PURE = {"AIOPRODUCER_NO_EXTENSIONS": "1"}
 def tests(session: nox.Session) -> None:
     """The test suite, on each CPython 3.10-3.13 found. On FULL_SUITE_PYTHON: everything, on real Apache Kafka
     (started by the tests from Maven Central's jars; AIOPRODUCER_BOOTSTRAP points the default broker elsewhere),
-    Tansu and librdkafka's mock cluster, compiled then pure Python, then the core broker suites on the last 3.x
-    Kafka. On the others: every test that needs no Kafka JVM (`-m "not kafka"`), compiled then pure Python.
+    Tansu and librdkafka's mock cluster, compiled then pure Python (each time the `kafka`-marked tests beside the
+    others), then the core broker suites on the last 3.x Kafka. On the others: every test that needs no Kafka JVM
+    (`-m "not kafka"`), compiled and pure Python side by side.
     Arguments after `--` go to pytest instead (`nox -s tests-3.13 -- tests/test_x.py`)."""
     ensure_java_and_maven(session, jdk=True)  # javac: the suite compiles a probe against Kafka's own classes
     ensure_native_codecs(session)
@@ -88,9 +89,12 @@ def tests(session: nox.Session) -> None:
         broker_free = ["pytest", "-m", "not kafka", "-p", "no:cacheprovider"]
         _side_by_side(session, ([*broker_free, "--durations=5"], {}), ([*broker_free, *_COMPILED_ONLY], PURE))
         return
-    session.run("pytest", "--durations=25")
+    # The tests on real Kafka wait on a JVM much of the time: the broker-free ones run beside them, on the other core.
+    kafka = ["pytest", "-m", "kafka", "-p", "no:cacheprovider", "--durations=25"]
+    broker_free = ["pytest", "-m", "not kafka", "-p", "no:cacheprovider", "--durations=5"]
+    _side_by_side(session, (kafka, {}), (broker_free, {}))
     # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get).
-    session.run("pytest", "--durations=10", *_COMPILED_ONLY, env=PURE)
+    _side_by_side(session, ([*kafka, *_COMPILED_ONLY], PURE), ([*broker_free, *_COMPILED_ONLY], PURE))
     older = {"AIOPRODUCER_KAFKA_VERSION": KAFKA.OLDER_KAFKA_VERSION, "AIOPRODUCER_BOOTSTRAP": ""}
     session.run("pytest", *KAFKA.CORE_BROKER_SUITES, env=older)
 
