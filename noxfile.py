@@ -1,5 +1,5 @@
 """Developer sessions: tests (on every CPython 3.10-3.13 the machine has), compat (every Kafka minor), build, lint,
-typecheck, demo, chaos, bench.
+typecheck, docs, demo, chaos, bench.
 
 Each works on a fresh machine with only Python and the registries.
 """
@@ -17,7 +17,7 @@ from types import ModuleType
 
 import nox
 
-nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.sessions = ["tests", "lint", "typecheck", "docs"]
 nox.options.reuse_existing_virtualenvs = True
 
 ROOT = Path(__file__).resolve().parent
@@ -57,6 +57,7 @@ _COMPILED_ONLY = [
     "--ignore=tests/test_spark_stream.py",
     "--ignore=tests/test_spark_cache.py",
     "--ignore=tests/test_spark_transactional.py",
+    "--ignore=tests/test_docs_spark.py",
     "--ignore=tests/test_speedups.py",
     "--ignore=tests/test_speedups_hostile.py",
     "--ignore=tests/test_fresh_project.py",  # it builds and installs wheels of both kinds itself
@@ -77,7 +78,8 @@ def tests(session: nox.Session) -> None:
     Tansu and librdkafka's mock cluster, compiled then pure Python (each time the `kafka`-marked tests beside the
     others), then the core broker suites on the last 3.x Kafka. On the others: every test that needs no Kafka JVM
     (`-m "not kafka"`), compiled and pure Python side by side.
-    Arguments after `--` go to pytest instead (`nox -s tests-3.13 -- tests/test_x.py`)."""
+    A full run (no arguments) then has the docs session build the documentation site. Arguments after `--` go to
+    pytest instead (`nox -s tests-3.13 -- tests/test_x.py`)."""
     ensure_java_and_maven(session, jdk=True)  # javac: the suite compiles a probe against Kafka's own classes
     ensure_native_codecs(session)
     session.install("-e", ".[test]")
@@ -89,6 +91,7 @@ def tests(session: nox.Session) -> None:
         broker_free = ["pytest", "-m", "not kafka", "-p", "no:cacheprovider"]
         _side_by_side(session, ([*broker_free, "--durations=5"], {}), ([*broker_free, *_COMPILED_ONLY], PURE))
         return
+    session.notify("docs")  # the full run also builds the documentation site, warnings as errors
     # The tests on real Kafka wait on a JVM much of the time: the broker-free ones run beside them, on the other core.
     kafka = ["pytest", "-m", "kafka", "-p", "no:cacheprovider", "--durations=25"]
     broker_free = ["pytest", "-m", "not kafka", "-p", "no:cacheprovider", "--durations=5"]
@@ -209,6 +212,19 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
     session.install("-e", ".[snappy,otel,prometheus,cli,testing]", "anyio>=4.4", "mypy>=1.10")
     session.run("mypy", "--strict", "aioproducer")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site (mkdocs-material; API reference from the docstrings by mkdocstrings) into site/, built
+    strict: a warning (a broken link, a docstring mkdocstrings cannot read) fails it. Its snippets run in the tests
+    (tests/test_docs.py). `-- serve` serves it at localhost:8000 instead."""
+    session.install("-e", ".[docs]", "ruff>=0.6")  # mkdocstrings formats the signatures with ruff
+    env = {"NO_MKDOCS_2_WARNING": "1"}
+    if session.posargs[:1] == ["serve"]:
+        session.run("mkdocs", "serve", *session.posargs[1:], env=env)
+        return
+    session.run("mkdocs", "build", "--strict", "--clean", env=env)
 
 
 @nox.session

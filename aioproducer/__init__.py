@@ -10,6 +10,7 @@ from .delivery import Delivery
 from .models import ProducerRecord, RecordMetadata
 from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner, TopicPartitions, murmur2
 from .producer import Producer
+from .settings import ProducerSettings
 
 __all__ = [
     "DefaultPartitioner",
@@ -18,6 +19,7 @@ __all__ = [
     "Producer",
     "ProducerConfig",
     "ProducerRecord",
+    "ProducerSettings",
     "RecordMetadata",
     "RoundRobinPartitioner",
     "TopicPartitions",

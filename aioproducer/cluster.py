@@ -89,7 +89,10 @@ class Cluster:
         self._update_task: asyncio.Task[None] | None = None
         self._bootstrap_connection: BrokerConnection | None = None
         self._bootstrapping: asyncio.Task[BrokerConnection] | None = None
+        self._bootstrap_failures: dict[str, str] = {}  # bootstrap address → why its last attempt failed
         self._closed = False
+        # Set once the first Metadata attempt ended, answered or not: `start()` waits for it (bounded).
+        self.first_attempt_done = asyncio.Event()
         self.last_error: BaseException | None = None
         self.auth_error: AuthenticationError | None = None
         # The newest finalized feature levels any broker reported (Java's ApiVersions keeps the highest epoch).
@@ -191,7 +194,15 @@ class Cluster:
     async def _update(self, now_ms: int) -> None:
         topics = self.state.topics_to_request(now_ms, self._topics_in_use())
         try:
-            conn = await self.connect_any()
+            try:
+                conn = await self.connect_any()
+            except TransportError as exc:
+                # No broker could be reached at all (a lost request on a live connection is a lesser thing: the
+                # next attempt picks another connection, or finds this one).
+                self.last_error = exc
+                self.observer.cluster_unreachable(exc, ",".join(self._config.bootstrap_servers))
+                self.state.on_failure(monotonic_ms())
+                return
             response = await conn.request(
                 ApiKey.METADATA, _metadata_body(topics, self._config.allow_auto_create_topics)
             )
@@ -203,11 +214,13 @@ class Cluster:
             self._fail_waiters(exc)
         except (TransportError, KafkaError) as exc:
             self.last_error = exc
+            self.observer.note_error(exc)
             log.debug("metadata request failed: %s", exc)
             self.state.on_failure(monotonic_ms())
         except AioProducerError as exc:  # a protocol or negotiation error: fail waiters instead of retrying forever
             self._fail_waiters(exc)
         finally:
+            self.first_attempt_done.set()
             self._resolve_waiters()
             self._drop_stale_connections()
             self._wake()
@@ -240,6 +253,7 @@ class Cluster:
 
     def _fail_waiters(self, exc: AioProducerError) -> None:
         self.last_error = exc
+        self.observer.note_error(exc)
         self.state.on_failure(monotonic_ms())
         for waiters in self._topic_waiters.values():
             for waiter, _needed in waiters:
@@ -274,15 +288,19 @@ class Cluster:
         for address in self._config.bootstrap_servers:
             node = ("bootstrap", address)
             if not self._nodes.can_connect(node, monotonic_ms()):
-                errors.append(f"{address}: backing off after a failed attempt (reconnect_backoff_ms)")
+                # Say why it failed last, not only that we wait: that is what an operator needs to read.
+                last = self._bootstrap_failures.get(address, "a failed attempt")
+                errors.append(f"{last} (backing off: reconnect_backoff_ms)")
                 continue
             host, port = parse_address(address)
             try:
                 conn = await self._open(host, port, -1, node)
             except TransportError as exc:
                 self._nodes.failed(node, monotonic_ms())
+                self._bootstrap_failures[address] = str(exc)
                 errors.append(str(exc))
                 continue
+            self._bootstrap_failures.pop(address, None)
             self._nodes.connected(node)
             if self._closed:
                 conn.close()

@@ -11,7 +11,7 @@ import difflib
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from aioproducer.config_values import (
     COMPRESSION_LEVELS,
@@ -37,6 +37,10 @@ from aioproducer.errors import ConfigError, FeatureNotAvailableError
 from aioproducer.security import oidc as _oidc
 from aioproducer.security import settings as _security
 from aioproducer.serializers import Serializer
+from aioproducer.settings import ProducerSettings
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from 3.11; only type checkers read it
 
 __all__ = ["COMPRESSION_LEVELS", "PartitionerLike", "ProducerConfig", "SerializerSpec"]
 
@@ -62,6 +66,33 @@ _UNSUPPORTED_JAVA = frozenset(
     "metadata.recovery.rebootstrap.trigger.ms config.providers".split()
 )
 
+# librdkafka's names (confluent-kafka's configs) that the Java producer spells otherwise, or lacks: what to write here.
+LIBRDKAFKA_EQUIVALENTS: Mapping[str, str] = {
+    "queue.buffering.max.ms": "linger_ms (linger.ms), in ms as well",
+    "queue.buffering.max.kbytes": "buffer_memory (buffer.memory), in bytes (the kbytes times 1024)",
+    "queue.buffering.max.messages": "none: buffer_memory (buffer.memory) bounds the buffer in bytes, not records",
+    "message.max.bytes": "max_request_size (max.request.size): the largest request, so the largest record batch",
+    "batch.num.messages": "batch_size (batch.size), in bytes (a batch is ready when that full)",
+    "compression.codec": "compression_type (compression.type)",
+    "message.timeout.ms": "delivery_timeout_ms (delivery.timeout.ms)",
+    "socket.timeout.ms": "request_timeout_ms (request.timeout.ms)",
+    "message.send.max.retries": "retries",
+    "topic.metadata.refresh.interval.ms": "metadata_max_age_ms (metadata.max.age.ms)",
+    "metadata.broker.list": "bootstrap_servers (bootstrap.servers)",
+    "sasl.mechanisms": "sasl_mechanism (sasl.mechanism)",
+    "sasl.username": "sasl_plain_username, or sasl.jaas.config",
+    "sasl.password": "sasl_plain_password, or sasl.jaas.config",
+    "ssl.ca.location": "ssl_cafile (ssl.truststore.location, a PEM file)",
+    "ssl.certificate.location": "ssl_certfile (ssl.keystore.location, a PEM file)",
+    "ssl.key.location": "ssl_keyfile",
+    "enable.ssl.certificate.verification": "ssl_context (an ssl.SSLContext of your own) to verify otherwise",
+    "statistics.interval.ms": "none: read producer.metrics() when you want the numbers (Java's metric names)",
+    "sticky.partitioning.linger.ms": "none: keyless records stick to a partition for about batch_size bytes (KIP-794)",
+    "dr_cb": "none: await the Delivery that enqueue returns, or add_done_callback on it",
+    "dr_msg_cb": "none: await the Delivery that enqueue returns, or add_done_callback on it",
+    "on_delivery": "none: await the Delivery that enqueue returns, or add_done_callback on it",
+    "error_cb": "none: errors are raised or set on each record's Delivery; health() and the logs show the rest",
+}
 
 # batch_max_size's default bound: 16x Java's batch.size. Compressed 1 KB records cost about a quarter less CPU per
 # record in batches of this size than in 16 KiB ones, and 1 MiB batches gained little more (tests/benchmarks/NOTES.md).
@@ -160,7 +191,7 @@ class ProducerConfig:
         self.validate()
 
     @classmethod
-    def build(cls, config: Mapping[str, Any] | None = None, /, **settings: Any) -> ProducerConfig:
+    def build(cls, config: Mapping[str, Any] | None = None, /, **settings: Unpack[ProducerSettings]) -> ProducerConfig:
         """A config from Java-style keys (`{"linger.ms": "5"}`), Python keyword arguments, or both.
 
         The same setting given twice with different values, an unknown key, a wrong type or a value out of range
@@ -307,6 +338,11 @@ def _field_for(key: object) -> str:
         return key
     if key in _JAVA_TO_FIELD:
         return _JAVA_TO_FIELD[key]
+    if key in LIBRDKAFKA_EQUIVALENTS:
+        raise ConfigError(
+            f"{key!r} is a librdkafka (confluent-kafka) setting; aioproducer takes the Java producer's: "
+            f"{LIBRDKAFKA_EQUIVALENTS[key]}"
+        )
     if key in _UNSUPPORTED_JAVA or key.startswith(("ssl.", "sasl.")):
         raise FeatureNotAvailableError(
             f"the Kafka producer setting {key!r} is not supported by aioproducer yet: remove it"

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .models import ProducerRecord, RecordMetadata
+from .models import ProducerRecord, RecordMetadata, record_of
 
 __all__ = ["BatchWritten", "Hook", "HookChain", "RequestDone", "TransactionEvent", "load_interceptor"]
 
@@ -169,7 +169,7 @@ class HookChain:
                 self._failed(method)
                 continue
             if changed is not None:
-                record = changed if type(changed) is ProducerRecord else ProducerRecord(*changed)
+                record = changed if type(changed) is ProducerRecord else record_of(changed)
         return record
 
     def record_acknowledged(

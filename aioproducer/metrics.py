@@ -150,7 +150,7 @@ class Gauges:
     buffer_available_bytes: int = 0
     requests_in_flight: int = 0
     connection_count: int = 0
-    metadata_age_s: float = 0.0
+    metadata_age_s: float | None = None  # None until a broker sent metadata: then `metadata-age` is left out
     producer_id: int = -1
     producer_epoch: int = -1
     buffer_waiters: int = 0
@@ -368,7 +368,6 @@ class ProducerMetrics:
             "waiting-threads": gauges.buffer_waiters,
             "bufferpool-wait-time-ns-total": self.bufferpool_wait_time_ns_total,
             "buffer-exhausted-total": self.buffer_exhausted_total,
-            "metadata-age": gauges.metadata_age_s,
             "batch-split-total": self.batch_split_total,
             "connection-count": gauges.connection_count,
             "connection-creation-total": self.connection_creation_total,
@@ -387,6 +386,9 @@ class ProducerMetrics:
             "txn-commit-time-ns-total": self.txn_commit_time_ns_total,
             "txn-abort-time-ns-total": self.txn_abort_time_ns_total,
         }
+        if gauges.metadata_age_s is not None:
+            # Java reports (now - 0) s before the first metadata, an age no metadata has: we report nothing.
+            producer["metadata-age"] = gauges.metadata_age_s
         topic_metrics = {
             name: _frozen(
                 {

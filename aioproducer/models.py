@@ -2,6 +2,11 @@
 `send_table` reports (`TableReport`, `RowFailures`).
 
 Both are named tuples: immutable, cheap to create by the hundred thousand on the bulk path.
+
+`ProducerRecord` takes its topic and value by position and everything else by name. Java's constructors put the key
+before the value (`new ProducerRecord<>(topic, key, value)`); a positional key here would let a port of that line
+swap key and value silently, so `ProducerRecord(topic, key, value)` is a TypeError instead. The tuple keeps its field
+order (topic, value, key, headers, partition, timestamp_ms) for unpacking, `_make` and send_many's plain 6-tuples.
 """
 
 from __future__ import annotations
@@ -10,23 +15,69 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .accelerated import compiled_twin
+
 if TYPE_CHECKING:
     from .columnar.arrow import Int64Array
 
-__all__ = ["Header", "ProducerRecord", "RecordMetadata", "RowFailures", "TableReport"]
+__all__ = ["Header", "ProducerRecord", "RecordMetadata", "RowFailures", "TableReport", "record_of"]
 
 Header = tuple[str, "bytes | None"]
 
 
-class ProducerRecord(NamedTuple):
-    """One record for `Producer.send_many`. `key` and `value` go through the producer's serializers."""
-
+class _RecordFields(NamedTuple):
     topic: str
     value: Any = None
     key: Any = None
     headers: Sequence[Header] | None = None
     partition: int | None = None
     timestamp_ms: int | None = None
+
+
+_new_tuple = tuple.__new__
+
+
+class ProducerRecord(_RecordFields):
+    """One record for `Producer.send_many`: `ProducerRecord(topic, value, key=..., headers=..., partition=...,
+    timestamp_ms=...)`. `key` and `value` go through the producer's serializers.
+
+    Only the topic and the value are positional (see the module's docstring: Java's argument order would otherwise
+    swap key and value silently); `ProducerRecord._make(six_items)` builds one from a tuple in field order.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        topic: str,
+        value: Any = None,
+        *,
+        key: Any = None,
+        headers: Sequence[Header] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> ProducerRecord:
+        return _new_tuple(cls, (topic, value, key, headers, partition, timestamp_ms))
+
+    def __reduce__(self) -> tuple[Any, tuple[tuple[Any, ...]]]:
+        # pickle and copy would call __new__ with six positional arguments (the named tuple's __getnewargs__).
+        return _record_from_fields, (tuple(self),)
+
+
+def _record_from_fields(fields: tuple[Any, ...]) -> ProducerRecord:
+    return ProducerRecord._make(fields)
+
+
+_DEFAULTS = (None,) * 6
+
+
+def record_of(fields: Sequence[Any]) -> ProducerRecord:
+    """A ProducerRecord from its fields in order (topic first), the missing ones at their defaults, as
+    `ProducerRecord(*fields)` would build a named tuple; TypeError for more than six or none."""
+    count = len(fields)
+    if not 1 <= count <= 6:
+        raise TypeError(f"a ProducerRecord has 1 to 6 fields (topic, value, key, ...), got {count}")
+    return ProducerRecord._make((*fields, *_DEFAULTS[count:]))
 
 
 class RecordMetadata(NamedTuple):
@@ -86,3 +137,14 @@ class TableReport:
         if self.failures:
             first = min(self.failures, key=lambda failure: failure.row_numbers()[0])
             raise first.error
+
+
+# The compiled twin of ProducerRecord's constructor, when built (see aioproducer.accelerated): the same signature
+# and fields without a Python frame, and a record of plain fields (None, bytes, str, int) untracked by the cyclic
+# collector, which otherwise walked a send_many caller's chunks of records again and again (and promoted them into
+# full collections). Set here, where the class is defined; PureProducerRecordNew keeps the original.
+PureProducerRecordNew = ProducerRecord.__new__
+_twin = compiled_twin("aioproducer._models")
+if _twin is not None:
+    _twin.adopt(ProducerRecord)
+    ProducerRecord.__new__ = staticmethod(_twin.new_producer_record)  # type: ignore[method-assign]

@@ -30,6 +30,10 @@ __all__ = ["Observer", "new_observer"]
 log = logging.getLogger("aioproducer.observer")
 T = TypeVar("T")
 
+# While no broker answers, a WARNING at once, then at most one per interval saying how long it has lasted (a producer
+# retries every few hundred ms: one line per attempt, as Java's NetworkClient logs, would bury everything else).
+OUTAGE_LOG_INTERVAL_MS = 30_000
+
 
 def new_observer(
     config: Any,
@@ -63,7 +67,10 @@ class Observer:
         self._record_overhead = record_overhead  # what buffer accounting adds per record beyond its bytes
         self.last_error: BaseException | None = None
         self.last_error_ms = 0
-        self.metadata_refreshed_ms: int | None = None
+        self.metadata_refreshed_ms: int | None = None  # when a broker last answered a Metadata request
+        self.unreachable_since_ms: int | None = None  # set while no broker answers (the first failed attempt)
+        self._outage_attempts = 0
+        self._outage_logged_ms = 0
         self._producer_id = self._epoch = -1  # the producer state the last batch sent was stamped with
         # Raw facts of the requests written and answered since the last `fold` (their layout: metrics_fold).
         self._sent: list[SentFacts] = []
@@ -239,7 +246,37 @@ class Observer:
             log.info("connecting to broker %d failed: %s (retrying with backoff)", node_id, error)
 
     def metadata_refreshed(self) -> None:
-        self.metadata_refreshed_ms = self.clock_ms()
+        """A broker answered a Metadata request: the cluster is reachable (again)."""
+        now = self.metadata_refreshed_ms = self.clock_ms()
+        since = self.unreachable_since_ms
+        if since is not None:
+            self.unreachable_since_ms = None
+            log.info(
+                "the cluster answers again, after %.1f s and %d failed attempt(s)",
+                (now - since) / 1000,
+                self._outage_attempts,
+            )
+
+    def cluster_unreachable(self, error: BaseException, bootstrap: str) -> None:
+        """A Metadata attempt found no broker to answer it (none connects, or the request was lost): a WARNING when
+        the outage starts, then at most one per `OUTAGE_LOG_INTERVAL_MS` while it lasts."""
+        self.note_error(error)
+        now = self.last_error_ms
+        if self.unreachable_since_ms is None:
+            self.unreachable_since_ms = self._outage_logged_ms = now
+            self._outage_attempts = 1
+            log.warning("no broker answers (bootstrap servers: %s), retrying: %s", bootstrap, error)
+            return
+        self._outage_attempts += 1
+        if now - self._outage_logged_ms >= OUTAGE_LOG_INTERVAL_MS:
+            self._outage_logged_ms = now
+            log.warning(
+                "still no broker answers after %.0f s and %d attempts (bootstrap servers: %s): %s",
+                (now - self.unreachable_since_ms) / 1000,
+                self._outage_attempts,
+                bootstrap,
+                error,
+            )
 
     # -- producer events ----------------------------------------------------------------------------------------
     async def timed_memory_wait(self, wait: Awaitable[T]) -> T:
@@ -265,7 +302,7 @@ class Observer:
                 buffer_available_bytes=accumulator.buffer_memory - accumulator.used_bytes,
                 requests_in_flight=sum(conn.in_flight for conn in live),
                 connection_count=len(live),
-                metadata_age_s=(now - refreshed) / 1000 if refreshed is not None else 0.0,
+                metadata_age_s=(now - refreshed) / 1000 if refreshed is not None else None,
                 producer_id=idempotence.producer_id if idempotence is not None else -1,
                 producer_epoch=idempotence.producer_epoch if idempotence is not None else -1,
                 buffer_waiters=waiters,

@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .accumulator import RecordAccumulator
 from .appender import RECORD_MEMORY_OVERHEAD, Appender, PreparedRecord
@@ -28,6 +28,7 @@ from .errors import (
     InvalidTableError,
     KafkaTimeoutError,
     ProducerClosedError,
+    TransactionFatalError,
     TransactionStateError,
     TransportError,
     WouldBlockError,
@@ -44,12 +45,17 @@ from .record_hooks import RecordHooks
 from .records.layout import BATCH_HEADER_SIZE
 from .sender import Sender
 from .serializers import RecordSerializer, resolve_serializer
+from .settings import ProducerSettings
 from .table_appender import TableAppender
 from .table_deliveries import TableDeliveries
 from .table_records import send_table_as_records
 from .transactions import BatchHooks, TransactionManager
 from .transactions_api import TransactionalMethods
+from .transactions_state import State as TransactionPhase
 from .validation import check_topic
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from 3.11; only type checkers read it
 
 __all__ = ["Producer"]
 
@@ -64,18 +70,21 @@ _YIELD_AFTER_BYTES = 64 * 1024
 class Producer(TransactionalMethods):
     """An asyncio Kafka producer. Use as `async with Producer(...) as producer:` or `start()` / `close()`.
 
-    Settings are the Java producer's, dots turned to underscores (`linger_ms=5`), or a dict of Java keys
-    (`config={"linger.ms": 5}`). See `ProducerConfig` for every setting and its default. With `transactional_id`
-    the producer is transactional: see `TransactionalMethods` for begin / commit / abort / send_offsets.
+    Settings are the Java producer's, dots turned to underscores (`linger_ms=5`; typed by `ProducerSettings`, so a
+    type checker catches a misspelt one), or a dict of Java keys (`config={"linger.ms": 5}`). See `ProducerConfig`
+    for every setting and its default. With `transactional_id` the producer is transactional: see
+    `TransactionalMethods` for begin / commit / abort / send_offsets. `health()` answers readiness and liveness
+    probes (`aioproducer.health` states the rules).
     """
 
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | None = None,
+        /,
         *,
-        config: Any = None,
+        config: Mapping[str, Any] | None = None,
         hooks: Iterable[Any] = (),
-        **settings: Any,
+        **settings: Unpack[ProducerSettings],
     ):
         if bootstrap_servers is not None:
             settings["bootstrap_servers"] = bootstrap_servers
@@ -112,11 +121,12 @@ class Producer(TransactionalMethods):
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Start the sender task. Connecting happens in the background; `send` waits for what it needs.
+        """Start the sender task and fetch the cluster's metadata, waiting for the first answer (or failure) for at
+        most `max_block_ms`: when the cluster answers, the producer is ready (`health().ready`) once this returns.
 
         With TLS or SASL, start() first connects to a bootstrap server (for at most `max_block_ms`): a rejected
         certificate or wrong credentials raise AuthenticationError here. An unreachable cluster does not fail
-        start(); the producer keeps trying, as without security.
+        start(): a WARNING is logged, `health()` says why the producer is not ready, and it keeps trying.
         """
         if self._state != _NEW:
             raise ProducerClosedError(f"start() called on a producer that is {self._state}")
@@ -148,9 +158,17 @@ class Producer(TransactionalMethods):
         self._task = self._loop.create_task(self._sender.run(), name="aioproducer-sender")
         self._task.add_done_callback(self._on_sender_exit)
         self._state = _RUNNING
+        await self._first_metadata()
         if self._txn is not None:
             # On a timeout the producer stays started: init_transactions() resumes the wait.
             await self.init_transactions()  # timed as Java's txn-init-time-ns-total
+
+    async def _first_metadata(self) -> None:
+        """Wait (at most `max_block_ms`) for the sender's first Metadata attempt, which readiness rests on."""
+        try:
+            await asyncio.wait_for(self._cluster.first_attempt_done.wait(), self.config.max_block_ms / 1000)
+        except asyncio.TimeoutError:
+            log.warning("no metadata from the cluster within max_block_ms at start(), the producer keeps trying")
 
     def _new_transaction_manager(self, idempotence: IdempotenceState) -> TransactionManager:
         sender = self._sender
@@ -703,7 +721,8 @@ class Producer(TransactionalMethods):
             self._metrics.metadata_wait_time_ns_total += time.perf_counter_ns() - started
 
     def metrics(self) -> MetricsSnapshot:
-        """An immutable snapshot of the producer's metrics, under the Java producer's names (see the README)."""
+        """An immutable snapshot of the producer's metrics, under the Java producer's names (listed in
+        docs/observability.md)."""
         started = self._state != _NEW
         return self._observer.snapshot(
             self._accumulator,
@@ -713,18 +732,29 @@ class Producer(TransactionalMethods):
         )
 
     def health(self) -> Health:
-        """Connected brokers, known leaders of the topics in use, buffer use, the last error: for readiness probes."""
-        if self._state == _NEW:
-            return health_of(self._state, (), None, (), self._accumulator, self._observer)
-        cluster = self._cluster
+        """Whether the producer is ready (can deliver now) and live (may yet), why not, and what they rest on: for
+        readiness and liveness probes. The rules are `aioproducer.health`'s."""
+        started = self._state != _NEW
         return health_of(
             self._state,
-            cluster.open_connections(),
-            cluster.metadata,
-            cluster.state.topics,
-            self._accumulator,
-            self._observer,
+            connections=self._cluster.open_connections() if started else (),
+            metadata=self._cluster.metadata if started else None,
+            topics=self._cluster.state.topics if started else (),
+            accumulator=self._accumulator,
+            observer=self._observer,
+            max_metadata_age_ms=self.config.metadata_max_age_ms + self.config.request_timeout_ms,
+            fatal=self._fatal_error() if started else None,
         )
+
+    def _fatal_error(self) -> BaseException | None:
+        """What ended this producer's usefulness: its sender crashed, its sequence state cannot safely go on, or its
+        transactions hit a fatal error (fenced, say)."""
+        if self._sender_error is not None:
+            return self._sender_error
+        if self._txn is not None and self._txn.state.state is TransactionPhase.FATAL_ERROR:
+            return self._txn.state.last_error or TransactionFatalError("fatal transaction error")
+        fatal: BaseException | None = self._sender.idempotence.fatal_error
+        return fatal
 
     def _transaction_manager(self) -> TransactionManager:
         if self.config.transactional_id is None:

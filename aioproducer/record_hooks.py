@@ -14,7 +14,7 @@ from typing import Any
 
 from .delivery import BatchOutcome, Delivery, new_delivery
 from .hooks import HookChain
-from .models import ProducerRecord, RecordMetadata
+from .models import ProducerRecord, RecordMetadata, record_of
 
 __all__ = ["RecordHooks"]
 
@@ -33,7 +33,7 @@ class RecordHooks:
         self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
     ) -> ProducerRecord:
         """The record as the hooks leave it, before it is buffered."""
-        return self._hooks.record_buffered(ProducerRecord(topic, value, key, headers, partition, timestamp_ms))
+        return self._hooks.record_buffered(ProducerRecord._make((topic, value, key, headers, partition, timestamp_ms)))
 
     def refused(self, record: ProducerRecord, error: BaseException) -> None:
         """The record was refused before it was buffered: Java acknowledges those too."""
@@ -57,7 +57,7 @@ class RecordHooks:
     ) -> list[RecordMetadata | BaseException]:
         """`send_many` of the records as the hooks leave them; each is acknowledged when the call returns."""
         hooks = self._hooks
-        given = [r if type(r) is ProducerRecord else ProducerRecord(*r) for r in records]
+        given = [r if type(r) is ProducerRecord else record_of(r) for r in records]
         tokens = hooks.send_many_start(given)
         batch = [hooks.record_buffered(record) for record in given]
         try:

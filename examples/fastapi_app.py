@@ -5,12 +5,15 @@
 - Topics come from an allow-list (`Settings.topics`): the URL names an event kind, never a topic.
 - `POST /events/{kind}` waits for the broker's acknowledgement and answers 200 with where the event landed;
   `POST /events/{kind}/async` buffers it with `enqueue` and answers 202 at once — a delivery failure is logged.
+- `/ready` and `/live` are the Kubernetes probes (`producer.health()`): ready once `start()` got the cluster's
+  metadata, not ready while no broker answers; not live only when a restart would help.
 - Shutdown is bounded: `close(timeout=...)` fits inside the server's grace period (Kubernetes gives 30 s by default,
   uvicorn's `--timeout-graceful-shutdown` likewise); what is still undelivered then fails and is logged.
 
     KAFKA_BOOTSTRAP=127.0.0.1:9092 uvicorn examples.fastapi_app:app
     curl -X POST localhost:8000/events/clicks -H 'content-type: application/json' -d '{"user": "ada"}'
     curl localhost:8000/ready     # 200 when the producer can deliver, 503 with the reason otherwise
+    curl localhost:8000/live      # 503 only when a restart would help
     curl localhost:8000/metrics   # the producer's metrics for Prometheus
 """
 
@@ -133,17 +136,27 @@ def create_app(
 
     @app.get("/ready")
     async def ready(producer: ProducerDep, response: Response) -> dict[str, Any]:
-        """Readiness: connected, and a leader known for every partition of the topics in use."""
+        """Readiness: the cluster answered within its metadata refresh bound (`health().ready`); 503 says why not."""
         health = producer.health()
         if not health.ready:
             response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
         return {
             "ready": health.ready,
+            "reason": health.reason,
+            "metadata_age_s": health.metadata_age_s,
             "brokers": list(health.connected_brokers),
             "buffer_used_bytes": health.buffer_used_bytes,
             "last_error": health.last_error,
             "last_error_age_s": health.last_error_age_s,
         }
+
+    @app.get("/live")
+    async def live(producer: ProducerDep, response: Response) -> dict[str, Any]:
+        """Liveness: 503 only when a restart would help (the producer closed, its sender crashed, a fatal error)."""
+        health = producer.health()
+        if not health.live:
+            response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+        return {"live": health.live, "state": health.state, "reason": health.reason}
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:

@@ -153,6 +153,7 @@ _KAFKA_FIXTURES = frozenset(
 _KAFKA_MODULES = frozenset(
     {
         "test_benchmarks.py",
+        "test_docs_spark.py",
         "test_examples.py",
         "test_fresh_project.py",
         "test_kafka_cluster.py",

@@ -49,7 +49,10 @@ async def test_context_serializers_see_topic_and_headers_and_may_add_headers(
     async with Producer(bootstrap, key_serializer=keys, value_serializer=values) as producer:
         one = await producer.send(topic, {"n": 1}, key={"id": 1}, headers=[("trace", b"t1")])
         many = await producer.send_many(
-            [ProducerRecord(topic, {"n": 2}, {"id": 2}), ProducerRecord(topic, None, {"id": 3}, {"h": b"x"})]
+            [
+                ProducerRecord(topic, {"n": 2}, key={"id": 2}),
+                ProducerRecord(topic, None, key={"id": 3}, headers={"h": b"x"}),
+            ]
         )
     assert one.serialized_value_size == len(b'{"n": 1}') and not any(isinstance(r, Exception) for r in many)
     # Key first, then value, each seeing the headers as they stand (Java's KafkaProducer.doSend).

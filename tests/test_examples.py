@@ -69,7 +69,9 @@ def test_asyncio_service_stops_on_sigterm_and_loses_nothing_it_took(
     )
     try:
         assert process.stderr is not None
-        assert "publishing" in process.stderr.readline()  # it runs: let it publish for a while
+        # It runs (start() logs its connection first, at INFO): let it publish for a while.
+        lines = iter(process.stderr.readline, "")
+        assert any("publishing" in line for line in lines)
         time.sleep(2)
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=60)

@@ -104,7 +104,7 @@ async def test_a_write_that_timed_out_unreplicated_is_reported_as_of_unknown_out
     """Regression: acks=all while both followers had just died. The leader appended the batch, then answered
     REQUEST_TIMED_OUT (or the request timed out first); retries met NOT_ENOUGH_REPLICAS once the ISR shrank, and
     delivery_timeout_ms then failed the record with only "last error: ... fewer in-sync replicas" — yet it is in
-    the log. The README promises that a failure whose outcome is unknown says so."""
+    the log. The documentation promises that a failure whose outcome is unknown says so."""
     cluster = kafka_cluster_3_one_controller
     topic = await asyncio.to_thread(cluster.create_topic, "unreplicated", 1, replica_assignment=[[1, 2, 3]])
     try:

@@ -77,6 +77,12 @@ def test_snapshot_is_immutable_and_does_not_move_with_later_events() -> None:
     assert before.histograms["record-queue-time-ms"].count == 1 == after.histograms["record-queue-time-ms"].count
 
 
+def test_metadata_age_is_absent_until_metadata_arrived() -> None:
+    """Bug: `metadata-age` read 0 before any metadata had arrived (a cluster that never answered looked fresh)."""
+    assert "metadata-age" not in ProducerMetrics(1).snapshot(Gauges()).producer
+    assert ProducerMetrics(1).snapshot(Gauges(metadata_age_s=2.5)).producer["metadata-age"] == 2.5
+
+
 def test_bytes_of_closed_connections_are_kept_in_the_totals() -> None:
     metrics = ProducerMetrics(buffer_total_bytes=1)
     metrics.connection_closed(1, outgoing_bytes=100, incoming_bytes=10)
@@ -89,7 +95,7 @@ def test_bytes_of_closed_connections_are_kept_in_the_totals() -> None:
 
 
 def test_snapshot_uses_the_java_producers_names() -> None:
-    names = set(ProducerMetrics(1).snapshot(Gauges()).producer)
+    names = set(ProducerMetrics(1).snapshot(Gauges(metadata_age_s=1.5)).producer)
     java = {
         "record-send-total",
         "record-error-total",

@@ -70,7 +70,9 @@ async def test_serializers_and_headers_are_applied_and_the_history_keeps_what_wa
     (record,) = mock.records("events")
     assert record == SentRecord("events", 0, 0, 7, b"ada", b'{"user":"ada","n":1}', (("trace", b"1"),))
     assert md == RecordMetadata("events", 0, 0, 7, 3, len(record.value or b""))
-    assert mock.history() == [ProducerRecord("events", {"user": "ada", "n": 1}, "ada", [("trace", b"1")], None, 7)]
+    assert mock.history() == [
+        ProducerRecord("events", {"user": "ada", "n": 1}, key="ada", headers=[("trace", b"1")], timestamp_ms=7)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -215,3 +217,20 @@ async def test_a_custom_partitioner_is_used() -> None:
     async with MockProducer(topics={"t": 3}, partitioner=Last(), value_serializer=to_json) as mock:
         md = await mock.send("t", {"a": 1})
     assert md.partition == 2 and mock.records("t")[0].value == b'{"a": 1}'
+
+
+async def test_wait_gives_each_records_outcome_as_the_producers_wait_does() -> None:
+    """Bug: `await mock_producer.wait(deliveries)` raised AttributeError, though the docs recommend `producer.wait`
+    for many deliveries: code under test that used it could not run against the mock."""
+    async with MockProducer(auto_complete=False) as mock:
+        deliveries = [await mock.enqueue("t", b"v%d" % n) for n in range(3)]
+        waiting = asyncio.ensure_future(mock.wait([*deliveries, asyncio.sleep(0, "not a delivery")]))
+        await asyncio.sleep(0)
+        assert not waiting.done()  # manual mode: nothing completed yet
+        mock.complete_next()
+        mock.fail_next(NotEnoughReplicasError("one replica"))
+        mock.complete_next()
+        results = await waiting
+    assert [type(r) for r in results] == [RecordMetadata, NotEnoughReplicasError, RecordMetadata, str]
+    assert [r.offset for r in results if isinstance(r, RecordMetadata)] == [0, 1]
+    assert results[3] == "not a delivery"

@@ -119,3 +119,5 @@ async def test_a_fenced_producer_reports_fenced_once_with_its_identity(kafka_clu
         assert zombie.metrics().producer["txn-commit-time-ns-total"] == 0  # the failed call adds nothing (Java)
         health = zombie.health()
         assert health.last_error is not None and "Fenced" in health.last_error
+        # Fenced is fatal: only a restart (a new producer) mends it, so the liveness probe fails.
+        assert not health.live and not health.ready and "fatal" in (health.reason or "")

@@ -102,7 +102,12 @@ def test_a_closed_batch_reads_back_exactly_with_its_stamp(
     meta, read_rows = read(encoded)
     assert read_rows == [(t, k, v, [tuple(h) for h in hs]) for t, k, v, hs in rows]
     assert meta["producer"] == stamp[:3] and meta["transactional"] is transactional
-    assert meta["compression"] == codec
+    if meta["compression"] != codec:
+        # Regression: a codec that does not shrink the records (one short random row) is dropped for none, as
+        # BatchBuilder.close says librdkafka does; this test expected the codec whatever, and failed on every run
+        # under CI=true, where hypothesis draws the same examples each time. The batch is then the uncompressed one.
+        assert meta["compression"] == CompressionType.NONE
+        assert encoded == close_now_or_later(CompressionType.NONE, filled_batch(CompressionType.NONE, rows), stamp)
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())

@@ -19,6 +19,7 @@ from aioproducer import (
     buffer_pool,
     bulk_deliveries,
     delivery,
+    models,
     partitioner,
     table_appender,
     table_deliveries,
@@ -87,6 +88,12 @@ def use_twin(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
             replacement = swap.get(id(value))
             if replacement is not None and replacement is not value:
                 monkeypatch.setattr(module, attribute, replacement)
+    # ProducerRecord's constructor is set on the class itself (models.py's bottom).
+    constructor = compiled_twin("aioproducer._models")
+    if kind == "compiled" and constructor is not None:
+        monkeypatch.setattr(models.ProducerRecord, "__new__", staticmethod(constructor.new_producer_record))
+    else:
+        monkeypatch.setattr(models.ProducerRecord, "__new__", models.PureProducerRecordNew)
     # The columnar views pick their twin through `arrow.IMPLEMENTATION` (the readers ask it when they start).
     implementation = arrow.COMPILED if kind == "compiled" else arrow.PURE
     monkeypatch.setattr(arrow, "IMPLEMENTATION", implementation)

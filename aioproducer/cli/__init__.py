@@ -45,7 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_EXTRA_HINT, file=sys.stderr)
             return 2
         raise
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        # Said with the command's own usage (argparse would print the top-level one), e.g. a Java flag not taken.
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     display = Display()
     try:
         status: int = asyncio.run(args.run(args, display))

@@ -61,7 +61,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds allowed per step (default 10)")
     parser.add_argument("--json", action="store_true", help="print the steps as one JSON object on stdout")
     add_connection_options(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, command_parser=parser)
 
 
 class _Checker:

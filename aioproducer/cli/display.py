@@ -22,7 +22,7 @@ from aioproducer.cli.stats import RunSummary
 if TYPE_CHECKING:
     from aioproducer.cli.check import Step
 
-__all__ = ["Display"]
+__all__ = ["Display", "java_closing_line"]
 
 _PLAIN_EVERY_S = 5.0
 
@@ -75,14 +75,7 @@ class Display:
             table.add_row(f"latency {name}", _ms(latency[name]))
         table.add_row("latency samples", f"{summary.latency_samples:,}")
         self.stdout.print(table)
-        # The closing line of Java's ProducerPerformance, for people and scripts used to it.
-        self.stdout.out(
-            f"{summary.delivered} records sent, {summary.records_per_s:.1f} records/sec ({summary.mb_per_s:.2f} "
-            f"MB/sec), {latency['avg']:.2f} ms avg latency, {latency['max']:.2f} ms max latency, "
-            f"{latency['p50']:.2f} ms 50th, {latency['p95']:.2f} ms 95th, {latency['p99']:.2f} ms 99th, "
-            f"{latency['p99.9']:.2f} ms 99.9th.",
-            highlight=False,
-        )
+        self.stdout.out(java_closing_line(summary), highlight=False)
 
     def check_step(self, step: Step) -> None:
         mark = "[green]✓[/]" if step.ok else "[bold red]✗[/]"
@@ -95,6 +88,23 @@ class Display:
             self.stdout.print("[bold green]OK[/]: every check passed")
         else:
             self.stdout.print(f"[bold red]FAILED[/]: {max(failures, 1)} check(s) failed; see the hints above")
+
+
+def java_closing_line(summary: RunSummary) -> str:
+    """The closing line of Java's ProducerPerformance, format for format, for people and scripts used to it:
+    records/sec as Java's `%f`, average and maximum as `%.2f`, percentiles as whole milliseconds (`%d`: Java keeps
+    each latency as an int of ms, truncated)."""
+    latency = summary.latency_ms
+    p50, p95, p99, p999 = (_whole_ms(latency[name]) for name in ("p50", "p95", "p99", "p99.9"))
+    return (
+        f"{summary.delivered} records sent, {summary.records_per_s:f} records/sec ({summary.mb_per_s:.2f} MB/sec), "
+        f"{latency['avg']:.2f} ms avg latency, {latency['max']:.2f} ms max latency, {p50} ms 50th, {p95} ms 95th, "
+        f"{p99} ms 99th, {p999} ms 99.9th."
+    )
+
+
+def _whole_ms(value: float) -> int:
+    return 0 if math.isnan(value) else int(value)
 
 
 def _ms(value: float) -> str:

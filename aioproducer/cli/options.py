@@ -13,7 +13,7 @@ from typing import Any
 
 from aioproducer.errors import ConfigError
 
-__all__ = ["PASSWORD_ENV", "add_connection_options", "producer_settings", "read_properties"]
+__all__ = ["PASSWORD_ENV", "add_connection_options", "key_value_pairs", "producer_settings", "read_properties"]
 
 PASSWORD_ENV = "AIOPRODUCER_SASL_PASSWORD"
 
@@ -73,12 +73,13 @@ def read_properties(path: str) -> dict[str, str]:
     return found
 
 
-def _pairs(items: list[str]) -> dict[str, str]:
+def key_value_pairs(flag: str, items: list[str]) -> dict[str, str]:
+    """`key=value` arguments (of -X, or perf-test's --producer-props) as a dict; ConfigError naming the flag."""
     found: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"-X takes key=value (e.g. -X linger.ms=5), got {item!r}")
+            raise ConfigError(f"{flag} takes key=value (e.g. {flag} linger.ms=5), got {item!r}")
         found[key.strip()] = value
     return found
 
@@ -88,7 +89,7 @@ def producer_settings(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     if args.config_file:
         settings.update(read_properties(args.config_file))
-    settings.update(_pairs(args.settings))
+    settings.update(key_value_pairs("-X", args.settings))
     flags = {
         "bootstrap.servers": args.bootstrap,
         "security.protocol": args.security_protocol,

@@ -18,13 +18,14 @@ from typing import IO, Any
 from aioproducer.cli.display import Display
 from aioproducer.cli.options import add_connection_options, producer_settings
 from aioproducer.cli.tracker import Tracker
-from aioproducer.errors import AioProducerError, ConfigError, InvalidRecordError
+from aioproducer.errors import AioProducerError, ConfigError, InvalidRecordError, UnknownPartitionError
 from aioproducer.models import RecordMetadata
 from aioproducer.producer import Producer
 
 __all__ = ["Line", "add_parser", "parse_json_line", "run"]
 
 _CHUNK = 64 * 1024
+_REAP_EVERY_S = 0.2
 
 
 class Line:
@@ -70,7 +71,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("-Z", dest="null_empty", action="store_true", help="send empty values as null (tombstones)")
     parser.add_argument("--print-offsets", action="store_true", help="print 'line partition offset' per delivery")
     add_connection_options(parser)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, command_parser=parser)
 
 
 async def run(args: argparse.Namespace, display: Display) -> int:
@@ -89,16 +90,27 @@ async def run(args: argparse.Namespace, display: Display) -> int:
         display.out(f"{number} {metadata.partition} {metadata.offset}")
 
     async with Producer(config=producer_settings(args)) as producer:
+        partitions = await _wait_for_topic(producer, args.topic, display)
         tracker = Tracker(
             on_failure=report_failure,
             on_delivered=report_delivery if args.print_offsets else None,
             keep_labels=True,
         )
+        # Deliveries are reported as they come, not only when the next line arrives (input may be interactive).
+        reaper = asyncio.get_running_loop().create_task(_reap_every(tracker, _REAP_EVERY_S))
         stream = _open_input(args.file)
         try:
             async for line in _lines(stream, delimiter):
                 try:
                     record = _parse(line, key_delimiter, args, headers)
+                    if record.partition is not None and record.partition >= partitions:
+                        partitions = len(await producer.partitions_for(args.topic))  # it may have grown
+                        if record.partition >= partitions:
+                            # At once: the producer would wait max_block_ms for the partition to appear.
+                            raise UnknownPartitionError(
+                                f"partition {record.partition} is beyond topic {args.topic!r}'s partitions "
+                                f"0..{partitions - 1}"
+                            )
                     delivery = await producer.enqueue(
                         args.topic,
                         record.value,
@@ -114,6 +126,7 @@ async def run(args: argparse.Namespace, display: Display) -> int:
                 tracker.add(delivery, line.number)
                 tracker.reap()
         finally:
+            reaper.cancel()
             if args.file:
                 stream.close()
         await producer.flush()
@@ -123,6 +136,24 @@ async def run(args: argparse.Namespace, display: Display) -> int:
         f"{tracker.delivered} record{'s' if tracker.delivered != 1 else ''} delivered to {args.topic}, {failed} failed"
     )
     return 0 if failed == 0 else 1
+
+
+async def _wait_for_topic(producer: Producer, topic: str, display: Display) -> int:
+    """The topic's partition count, saying first that we wait when no broker has answered yet (the wait is bounded
+    by max_block_ms: then MetadataTimeoutError, naming the last error)."""
+    health = producer.health()
+    if not health.ready:
+        servers = ",".join(producer.config.bootstrap_servers)
+        display.info(
+            f"waiting for brokers at {servers} (up to max.block.ms={producer.config.max_block_ms}): {health.reason}"
+        )
+    return len(await producer.partitions_for(topic))
+
+
+async def _reap_every(tracker: Tracker, interval_s: float) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        tracker.reap()
 
 
 def _open_input(path: str | None) -> IO[bytes]:

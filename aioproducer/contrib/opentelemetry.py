@@ -15,12 +15,17 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from opentelemetry import baggage, metrics, propagate, trace
-from opentelemetry.baggage.propagation import W3CBaggagePropagator
-from opentelemetry.metrics import Observation
-from opentelemetry.propagators.composite import CompositePropagator
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from . import missing_extra
+
+try:
+    from opentelemetry import baggage, metrics, propagate, trace
+    from opentelemetry.baggage.propagation import W3CBaggagePropagator
+    from opentelemetry.metrics import Observation
+    from opentelemetry.propagators.composite import CompositePropagator
+    from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+except ImportError as exc:  # pragma: no cover - tested in a subprocess without the library
+    raise missing_extra("opentelemetry", "otel", exc) from exc
 
 from .. import __version__
 from ..hooks import BatchWritten
@@ -99,14 +104,7 @@ class OpenTelemetryHook:
         if not headers or not any(name == _TRACEPARENT for name, _ in headers):
             added, key_of_span = self._inject(span)
             if added:
-                record = ProducerRecord(
-                    topic,
-                    record.value,
-                    record.key,
-                    [*headers, *added] if headers else added,
-                    record.partition,
-                    record.timestamp_ms,
-                )
+                record = record._replace(headers=[*headers, *added] if headers else added)
         if key_of_span is None:
             key_of_span = id(record)
         self._spans[key_of_span] = (span, time.perf_counter())

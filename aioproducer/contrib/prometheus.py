@@ -13,7 +13,12 @@ import concurrent.futures
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from . import missing_extra
+
+try:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+except ImportError as exc:  # pragma: no cover - tested in a subprocess without the library
+    raise missing_extra("prometheus", "prometheus", exc) from exc
 
 from ..metrics import HistogramSnapshot, MetricsSnapshot
 
@@ -104,7 +109,7 @@ def _family(
     namespace: str, name: str, prefix: str, labels: list[str], samples: list[tuple[list[str], float]]
 ) -> Metric:
     metric_name = f"{namespace}_{prefix}{name.replace('-', '_')}"
-    doc = f"Kafka producer metric {name!r} (see the aioproducer README)."
+    doc = f"Kafka producer metric {name!r} (see aioproducer's observability docs)."
     family: Any
     if name.endswith("-total"):
         family = CounterMetricFamily(metric_name.removesuffix("_total"), doc, labels=labels)

@@ -71,17 +71,31 @@ class MockObserver:
             Gauges(
                 buffer_available_bytes=self.buffer_memory - _used_bytes(pending),
                 connection_count=1 if running else 0,
+                metadata_age_s=None if self.observer.metadata_refreshed_ms is None else 0.0,
             )
         )
 
-    def health(self, state: str, topics: dict[str, TopicInfo], pending: Iterable[PendingRecord]) -> Health:
+    def started(self) -> None:
+        """The mock started: its one broker has answered, as far as readiness goes."""
+        self.observer.metadata_refreshed()
+
+    def health(
+        self,
+        state: str,
+        topics: dict[str, TopicInfo],
+        pending: Iterable[PendingRecord],
+        fatal: BaseException | None = None,
+    ) -> Health:
         return health_of(
             state,
-            (_Connection(),) if state == "running" else (),
-            _Metadata(topics),
-            topics,
-            _Buffer(_used_bytes(pending), self.buffer_memory),
-            self.observer,
+            connections=(_Connection(),) if state == "running" else (),
+            metadata=_Metadata(topics),
+            topics=topics,
+            accumulator=_Buffer(_used_bytes(pending), self.buffer_memory),
+            observer=self.observer,
+            # The mock's metadata never ages out: its broker is always there.
+            max_metadata_age_ms=1 << 62,
+            fatal=fatal,
         )
 
 

@@ -20,11 +20,11 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aioproducer.appender import RECORD_MEMORY_OVERHEAD, PreparedRecord, PureAppender
 from aioproducer.buffer_pool import PureBufferPool
-from aioproducer.bulk_deliveries import BulkDeliveries
+from aioproducer.bulk_deliveries import BulkDeliveries, wait_all
 from aioproducer.columnar.reader import ArrowReader
 from aioproducer.config import ProducerConfig
 from aioproducer.delivery import Delivery, resolve
@@ -41,16 +41,21 @@ from aioproducer.errors import (
 from aioproducer.health import Health
 from aioproducer.metadata import TopicInfo
 from aioproducer.metrics import MetricsSnapshot
-from aioproducer.models import ProducerRecord, RecordMetadata, TableReport
+from aioproducer.models import ProducerRecord, RecordMetadata, TableReport, record_of
 from aioproducer.producer import _resolve_partitioner
 from aioproducer.records.layout import BATCH_HEADER_SIZE
 from aioproducer.serializers import RecordSerializer, resolve_serializer
+from aioproducer.settings import ProducerSettings
 from aioproducer.table_records import send_table_as_records
 from aioproducer.testing.mock_observe import MockObserver
 from aioproducer.testing.mock_parts import InjectedError, MockAccumulator, MockTopics, PendingRecord, SentRecord
 from aioproducer.testing.mock_transactions import MockTransactions
 from aioproducer.transactions_api import TransactionalMethods
+from aioproducer.transactions_state import State as TransactionPhase
 from aioproducer.validation import check_topic
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from 3.11; only type checkers read it
 
 __all__ = ["MockProducer", "SentRecord"]
 
@@ -59,8 +64,8 @@ _DEFAULT_BOOTSTRAP = "mock:9092"
 
 
 class MockProducer(TransactionalMethods):
-    """The Producer's API (`send`, `enqueue`, `send_many`, `flush`, `close`, `partitions_for`, and the transactional
-    methods) without a broker.
+    """The Producer's API (`send`, `enqueue`, `send_many`, `wait`, `flush`, `close`, `partitions_for`, `health`,
+    `metrics`, and the transactional methods) without a broker.
 
     `topics` maps topic names to partition counts; another topic is created on first use with `default_partitions`
     (Kafka's `num.partitions` default is 1), or refused with `MetadataTimeoutError` at once when
@@ -87,13 +92,14 @@ class MockProducer(TransactionalMethods):
     def __init__(
         self,
         bootstrap_servers: str | Sequence[str] | None = None,
+        /,
         *,
-        config: Any = None,
+        config: Mapping[str, Any] | None = None,
         topics: Mapping[str, int] | None = None,
         default_partitions: int = 1,
         auto_complete: bool = True,
         latency_ms: float = 0,
-        **settings: Any,
+        **settings: Unpack[ProducerSettings],
     ) -> None:
         if bootstrap_servers is not None:
             settings["bootstrap_servers"] = bootstrap_servers
@@ -161,6 +167,7 @@ class MockProducer(TransactionalMethods):
         if self._state != _NEW:
             raise ProducerClosedError(f"start() called on a producer that is {self._state}")
         self._state = _RUNNING
+        self._observe.started()
 
     async def __aenter__(self) -> MockProducer:
         await self.start()
@@ -234,7 +241,7 @@ class MockProducer(TransactionalMethods):
             self._txn.check_send()
         if self.send_error is not None:
             raise self.send_error
-        given = ProducerRecord(topic, value, key, headers, partition, timestamp_ms)
+        given = ProducerRecord._make((topic, value, key, headers, partition, timestamp_ms))
         serializer = self._record_serializer
         if serializer is not None:  # as the Producer: context-aware and async serializers first
             if serializer.is_async:
@@ -267,7 +274,7 @@ class MockProducer(TransactionalMethods):
             self._txn.check_send()
         if self.send_error is not None:
             raise self.send_error
-        given = ProducerRecord(topic, value, key, headers, partition, timestamp_ms)
+        given = ProducerRecord._make((topic, value, key, headers, partition, timestamp_ms))
         serializer = self._record_serializer
         if serializer is not None:
             if serializer.is_async:
@@ -341,12 +348,17 @@ class MockProducer(TransactionalMethods):
         results: list[RecordMetadata | BaseException] = bulk.results(resolve)
         return RecordSerializer.merge(results, refused)
 
+    async def wait(self, deliveries: Iterable[Any]) -> list[RecordMetadata | BaseException]:
+        """Wait for many records' deliveries, as `Producer.wait`: one result per item, in order, its RecordMetadata
+        or the exception it failed with (never raised). In manual mode it waits until the test completes them."""
+        return await wait_all(deliveries)
+
     def _remember(self, given: Sequence[Any], positions: list[int], start: int, end: int, bulk: BulkDeliveries) -> None:
         # Which records the appender accepted (a Delivery) rather than refused (an error) at the call.
         for position in range(start, end):
             if bulk.is_delivery(position):
                 record = given[positions[position]]
-                self._given(record if isinstance(record, ProducerRecord) else ProducerRecord(*record))
+                self._given(record if isinstance(record, ProducerRecord) else record_of(record))
 
     def _given(self, record: ProducerRecord) -> None:
         """An accepted record as given: in the history, or held with its transaction."""
@@ -601,7 +613,10 @@ class MockProducer(TransactionalMethods):
     def health(self) -> Health:
         """The Producer's `Health`: ready while running (the mock's broker, node 0, leads every partition), the
         pending records' bytes as buffer use, and the last error a record failed with."""
-        return self._observe.health(self._state, dict(self._cluster.topics), self._pending)
+        fatal = None
+        if self._txn is not None and self._txn.state.state is TransactionPhase.FATAL_ERROR:
+            fatal = self._txn.state.last_error
+        return self._observe.health(self._state, dict(self._cluster.topics), self._pending, fatal)
 
     @property
     def pending(self) -> int:
