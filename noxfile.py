@@ -1,66 +1,193 @@
-"""Developer sessions: tests, lint, typecheck, docs, demo, chaos.
+"""Developer sessions: tests (on every CPython 3.10-3.13 the machine has), compat (every Kafka minor), build, lint,
+typecheck, docs, demo, chaos, bench.
 
 Each works on a fresh machine with only Python and the registries.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import shutil
+import subprocess
+import time
+from pathlib import Path
+from types import ModuleType
 
 import nox
 
 nox.options.sessions = ["tests", "lint", "typecheck", "docs"]
 nox.options.reuse_existing_virtualenvs = True
 
+ROOT = Path(__file__).resolve().parent
+PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+# The interpreter that runs the whole suite (every broker, Spark, the older Kafka line); the others run the
+# broker-free, Tansu and librdkafka-mock tests (`-m "not kafka"`), compiled and pure, within CI's time.
+FULL_SUITE_PYTHON = "3.11"
 
-# The suites that prove the producer against a broker, run once more on the last 3.x release of Kafka: version
-# negotiation with an older broker (Produce up to v11, no KIP-896 floor, no KIP-966 eligible leader replicas).
-OLDER_KAFKA = "3.9.1"
-CORE_ON_OLDER_KAFKA = [
-    "tests/test_producer_e2e.py",
-    "tests/test_kafka_semantics.py",
-    "tests/test_security_kafka.py",
-    "tests/test_protocol_brokers.py",
+
+def _kafka_versions() -> ModuleType:
+    """tests/kafka_versions.py, which imports nothing: the Kafka releases the suite and `compat` run on."""
+    spec = importlib.util.spec_from_file_location("kafka_versions", ROOT / "tests" / "kafka_versions.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+KAFKA = _kafka_versions()
+
+
+def _pyenv_interpreters_on_path() -> None:
+    """pyenv's shims answer only for the active version: put each installed CPython 3.1x's own bin directory on
+    PATH, so that `python3.10` ... `python3.13` resolve for nox wherever pyenv installed them."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found = sorted(root.glob("3.1[0-9].*/bin"), key=lambda path: [int(part) for part in path.parent.name.split(".")])
+    newest = {path.parent.name.rsplit(".", 1)[0]: str(path) for path in found}  # the newest patch of each minor
+    if newest:
+        os.environ["PATH"] = os.pathsep.join([*newest.values(), os.environ.get("PATH", "")])
+
+
+_pyenv_interpreters_on_path()
+
+# Tests that need the compiled hot path, or exercise no compiled code at all: the pure-Python pass leaves them out.
+_COMPILED_ONLY = [
+    "--ignore=tests/test_spark.py",
+    "--ignore=tests/test_spark_stream.py",
+    "--ignore=tests/test_spark_cache.py",
+    "--ignore=tests/test_spark_transactional.py",
+    "--ignore=tests/test_docs_spark.py",
+    "--ignore=tests/test_speedups.py",
+    "--ignore=tests/test_speedups_hostile.py",
+    "--ignore=tests/test_fresh_project.py",  # it builds and installs wheels of both kinds itself
+    "--ignore=tests/test_kafka_cluster.py",
+    "--ignore=tests/test_kafka_failover.py",
+    # The fault campaign and the transactions on real Kafka judge sequence and transaction rules, which are pure
+    # Python on both paths; their compiled run covers them.
+    "--ignore=tests/test_chaos.py",
+    "--ignore=tests/test_transactions_kafka.py",
 ]
+PURE = {"AIOPRODUCER_NO_EXTENSIONS": "1"}
 
 
-@nox.session
+@nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
-    """The test suite on real Apache Kafka (started by the tests from Maven Central's jars; AIOPRODUCER_BOOTSTRAP
-    points the default broker elsewhere), Tansu and librdkafka's mock cluster: compiled, then pure Python, then the
-    core suites on Kafka 3.9; then (a full run) the docs session builds the documentation site."""
-    ensure_java_and_maven(session)
+    """The test suite, on each CPython 3.10-3.13 found. On FULL_SUITE_PYTHON: everything, on real Apache Kafka
+    (started by the tests from Maven Central's jars; AIOPRODUCER_BOOTSTRAP points the default broker elsewhere),
+    Tansu and librdkafka's mock cluster, compiled then pure Python (each time the `kafka`-marked tests beside the
+    others), then the core broker suites on the last 3.x Kafka. On the others: every test that needs no Kafka JVM
+    (`-m "not kafka"`), compiled and pure Python side by side.
+    A full run (no arguments) then has the docs session build the documentation site. Arguments after `--` go to
+    pytest instead (`nox -s tests-3.13 -- tests/test_x.py`)."""
+    ensure_java_and_maven(session, jdk=True)  # javac: the suite compiles a probe against Kafka's own classes
     ensure_native_codecs(session)
     session.install("-e", ".[test]")
-    session.run("pytest", *(session.posargs or ["--durations=25"]))
     if session.posargs:
+        session.run("pytest", *session.posargs)
+        return
+    if session.python != FULL_SUITE_PYTHON:
+        # Side by side, one core each: a pytest run of these tests keeps one core busy and leaves the other idle.
+        broker_free = ["pytest", "-m", "not kafka", "-p", "no:cacheprovider"]
+        _side_by_side(session, ([*broker_free, "--durations=5"], {}), ([*broker_free, *_COMPILED_ONLY], PURE))
         return
     session.notify("docs")  # the full run also builds the documentation site, warnings as errors
-    # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get). The Spark
-    # tests and the twin comparisons need the compiled parts; the fixture's own tests, the multi-node failover and
-    # the fresh-project test exercise no compiled code: those run only above.
-    session.run(
-        "pytest",
-        "--durations=10",
-        "--ignore=tests/test_spark.py",
-        "--ignore=tests/test_spark_stream.py",
-        "--ignore=tests/test_spark_cache.py",
-        "--ignore=tests/test_spark_transactional.py",
-        "--ignore=tests/test_docs_spark.py",
-        "--ignore=tests/test_speedups.py",
-        "--ignore=tests/test_speedups_hostile.py",
-        "--ignore=tests/test_fresh_project.py",  # it installs a pure-Python wheel itself
-        "--ignore=tests/test_kafka_cluster.py",
-        "--ignore=tests/test_kafka_failover.py",
-        # The fault campaign and the transactions on real Kafka judge sequence and transaction rules, which are pure
-        # Python on both paths; their compiled run above covers them.
-        "--ignore=tests/test_chaos.py",
-        "--ignore=tests/test_transactions_kafka.py",
-        env={"AIOPRODUCER_NO_EXTENSIONS": "1"},
-    )
-    older = {"AIOPRODUCER_KAFKA_VERSION": OLDER_KAFKA, "AIOPRODUCER_BOOTSTRAP": ""}
-    session.run("pytest", *CORE_ON_OLDER_KAFKA, env=older)
+    # The tests on real Kafka wait on a JVM much of the time: the broker-free ones run beside them, on the other core.
+    kafka = ["pytest", "-m", "kafka", "-p", "no:cacheprovider", "--durations=25"]
+    broker_free = ["pytest", "-m", "not kafka", "-p", "no:cacheprovider", "--durations=5"]
+    _side_by_side(session, (kafka, {}), (broker_free, {}))
+    # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get).
+    _side_by_side(session, ([*kafka, *_COMPILED_ONLY], PURE), ([*broker_free, *_COMPILED_ONLY], PURE))
+    older = {"AIOPRODUCER_KAFKA_VERSION": KAFKA.OLDER_KAFKA_VERSION, "AIOPRODUCER_BOOTSTRAP": ""}
+    session.run("pytest", *KAFKA.CORE_BROKER_SUITES, env=older)
+
+
+def _side_by_side(session: nox.Session, *runs: tuple[list[str], dict[str, str]]) -> None:
+    """Run commands of the session's virtualenv at once, each with its own extra environment; print each one's
+    output in turn once all have ended, and fail the session if any failed."""
+    logs = Path(session.create_tmp())
+    env = {**os.environ, "PATH": os.pathsep.join([str(session.bin), os.environ.get("PATH", "")])}
+    started = []
+    for index, (command, extra) in enumerate(runs):
+        log = (logs / f"run-{index}.log").open("w")
+        session.log(f"{' '.join(command)} (at once, environment {extra or 'as is'})")
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**env, **extra}, cwd=ROOT)
+        started.append((command, extra, process, log))
+    failed = []
+    for command, extra, process, log in started:
+        status = process.wait()
+        log.close()
+        session.log(f"{' '.join(command)} {extra or ''}: exit {status}")
+        print(Path(log.name).read_text(), flush=True)
+        if status != 0:
+            failed.append(" ".join(command))
+    if failed:
+        session.error("failed: " + "; ".join(failed))
+
+
+@nox.session(python=FULL_SUITE_PYTHON)
+def compat(session: nox.Session) -> None:
+    """The core broker suites on every Kafka minor from the 3.9 line to the newest (tests/kafka_versions.py), one
+    release after another, then a table: release, result, tests passed, broker start-up, wall time. Arguments after
+    `--` pick releases (`nox -s compat -- 4.0.2 4.4.0`)."""
+    ensure_java_and_maven(session, jdk=True)
+    session.install("-e", ".[test]")
+    releases = session.posargs or list(KAFKA.COMPAT_KAFKA_VERSIONS)
+    rows = []
+    for release in releases:
+        report = Path(session.create_tmp()) / f"compat-{release}.xml"
+        env = {"AIOPRODUCER_KAFKA_VERSION": release, "AIOPRODUCER_BOOTSTRAP": ""}
+        began = time.monotonic()
+        ok, output = True, ""
+        try:
+            # Silent: its output is printed below (and by nox on failure), and read for the broker's start-up time.
+            output = session.run(
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--junitxml={report}",
+                *KAFKA.CORE_BROKER_SUITES,
+                env=env,
+                silent=True,
+            )
+            print(output, flush=True)
+        except nox.command.CommandFailed:
+            ok = False
+        started = re.search(r"kafka_cluster \(1 node\): started in ([0-9.]+) s", output or "")
+        rows.append(
+            (release, ok, _junit_counts(report), started.group(1) + " s" if started else "?", time.monotonic() - began)
+        )
+    lines = ["", "| Kafka | result | passed / tests | broker start-up | time |", "|---|---|---|---|---|"]
+    for release, ok, (passed, total), startup, seconds in rows:
+        result = "pass" if ok else "FAIL"
+        lines.append(f"| {release} | {result} | {passed} / {total} | {startup} | {seconds / 60:.1f} min |")
+    session.log("\n".join(lines))
+    if not all(row[1] for row in rows):
+        session.error("the core suites failed on: " + ", ".join(row[0] for row in rows if not row[1]))
+
+
+def _junit_counts(report: Path) -> tuple[int, int]:
+    """(passed, tests) from pytest's JUnit XML report; (0, 0) when there is none."""
+    import xml.etree.ElementTree as ElementTree
+
+    if not report.is_file():
+        return 0, 0
+    suite = ElementTree.parse(report).getroot()
+    suite = suite if suite.tag == "testsuite" else suite[0]
+    total = int(suite.get("tests", 0))
+    bad = sum(int(suite.get(key, 0)) for key in ("failures", "errors", "skipped"))
+    return total - bad, total
+
+
+@nox.session(python=FULL_SUITE_PYTHON)
+def build(session: nox.Session) -> None:
+    """The sdist and wheel into dist/ (the wheel compiled here when a C compiler is found, pure Python otherwise),
+    checked by twine."""
+    session.install("build>=1.2", "twine>=5")
+    shutil.rmtree(ROOT / "dist", ignore_errors=True)
+    session.run("python", "-m", "build", "--outdir", "dist")
+    session.run("twine", "check", "--strict", *map(str, sorted((ROOT / "dist").iterdir())))
 
 
 @nox.session
@@ -83,7 +210,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install("-e", ".[snappy,otel,prometheus,cli,testing]", "mypy>=1.10")
+    session.install("-e", ".[snappy,otel,prometheus,cli,testing]", "anyio>=4.4", "mypy>=1.10")
     session.run("mypy", "--strict", "aioproducer")
 
 

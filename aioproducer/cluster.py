@@ -27,7 +27,7 @@ from .errors import (
     TransportError,
     UnknownPartitionError,
 )
-from .kafka_errors import kafka_error
+from .kafka_errors import RebootstrapRequiredError, kafka_error
 from .metadata import BrokerInfo, ClusterMetadata, MetadataState, TopicInfo
 from .node_states import NodeStates, idle_expiry
 from .observer import Observer, new_observer
@@ -37,6 +37,7 @@ from .security.tls import client_context
 __all__ = ["Cluster"]
 
 log = logging.getLogger("aioproducer.cluster")
+_CLUSTER_CHECK = 5  # the first ApiVersions version carrying the cluster id and node id (KIP-1242)
 
 
 def monotonic_ms() -> int:
@@ -91,6 +92,9 @@ class Cluster:
         self.auth_error: AuthenticationError | None = None
         # The newest finalized feature levels any broker reported (Java's ApiVersions keeps the highest epoch).
         self.features = FinalizedFeatures()
+        # Whether a broker of this cluster has answered ApiVersions v5 (KIP-1242): only then do connections name the
+        # cluster and node they mean. Some Kafka-compatible brokers (Tansu) drop a v5 request that carries them.
+        self._cluster_check = False
 
     @property
     def metadata(self) -> ClusterMetadata:
@@ -228,15 +232,19 @@ class Cluster:
         if code == ErrorCode.NONE:
             return
         if code == ErrorCode.REBOOTSTRAP_REQUIRED:
-            log.info("the cluster asked for a re-bootstrap; asking %s", ", ".join(self._config.bootstrap_servers))
-            self.state.cluster = ClusterMetadata()
-            stale = [*self._connections.values(), self._bootstrap_connection]
-            self._connections.clear()
-            self._bootstrap_connection = None
-            for conn in stale:
-                if conn is not None:
-                    conn.close()
+            self._rebootstrap()
         raise kafka_error(code)
+
+    def _rebootstrap(self) -> None:
+        """Forget every broker and connection we know; the next request asks the bootstrap servers again."""
+        log.info("the cluster asked for a re-bootstrap; asking %s", ", ".join(self._config.bootstrap_servers))
+        self.state.cluster = ClusterMetadata()
+        stale = [*self._connections.values(), self._bootstrap_connection]
+        self._connections.clear()
+        self._bootstrap_connection = None
+        for conn in stale:
+            if conn is not None:
+                conn.close()
 
     def _fail_waiters(self, exc: AioProducerError) -> None:
         self.last_error = exc
@@ -365,19 +373,27 @@ class Cluster:
         return conn
 
     async def _open(self, host: str, port: int, node_id: int, node: Hashable) -> BrokerConnection:
-        conn = await BrokerConnection.open(
-            host,
-            port,
-            node_id=node_id,
-            client_id=self._config.client_id,
-            request_timeout_ms=self._config.request_timeout_ms,
-            connect_timeout_ms=self._nodes.setup_timeout_ms(node),
-            ssl_context=client_context(self._config),
-            sasl=self._config.sasl_credentials,
-        )
+        try:
+            conn = await BrokerConnection.open(
+                host,
+                port,
+                node_id=node_id,
+                client_id=self._config.client_id,
+                request_timeout_ms=self._config.request_timeout_ms,
+                connect_timeout_ms=self._nodes.setup_timeout_ms(node),
+                ssl_context=client_context(self._config),
+                sasl=self._config.sasl_credentials,
+                cluster_id=self.state.cluster.cluster_id if self._cluster_check else None,
+            )
+        except RebootstrapRequiredError as exc:
+            # ApiVersions v5 (KIP-1242): this address now answers for another cluster or node. As for Metadata's
+            # REBOOTSTRAP_REQUIRED, forget what we know; to the caller it is a connection that failed.
+            self._rebootstrap()
+            raise ConnectionFailedError(f"broker {host}:{port} is not node {node_id} of our cluster: {exc}") from exc
         conn.on_lost = self._on_connection_lost
         conn.on_writable = self._wake  # a connection that pushed back takes requests again
         self.features = self.features.newest(conn.features)
+        self._cluster_check = self._cluster_check or conn.versions.get(ApiKey.API_VERSIONS, 0) >= _CLUSTER_CHECK
         self._check_idle_later(self._config.connections_max_idle_ms / 1000)
         self.observer.connected(conn)
         return conn

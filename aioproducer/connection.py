@@ -27,6 +27,7 @@ from .errors import (
 )
 from .kafka_errors import kafka_error
 from .protocol import (
+    SUPPORTED_VERSIONS,
     ApiKey,
     FinalizedFeatures,
     FrameDecoder,
@@ -127,8 +128,13 @@ class BrokerConnection(asyncio.Protocol):
         connect_timeout_ms: int,
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslCredentials | None = None,
+        cluster_id: str | None = None,
     ) -> BrokerConnection:
         """Connect (TLS when `ssl_context` is given), negotiate API versions, then authenticate when `sasl` is.
+
+        With `cluster_id` (from metadata) and a `node_id`, ApiVersions v5 tells the broker which cluster and node
+        we mean to reach (KIP-1242); another broker behind that address answers REBOOTSTRAP_REQUIRED, raised as
+        `RebootstrapRequiredError`.
 
         Raises ConnectionFailedError when the broker cannot be reached, AuthenticationError for a rejected
         certificate or credentials (retrying will not help), or the broker's error.
@@ -145,7 +151,7 @@ class BrokerConnection(asyncio.Protocol):
         except (OSError, asyncio.TimeoutError) as exc:
             raise ConnectionFailedError(f"cannot connect to broker {host}:{port}: {str(exc) or 'timed out'}") from exc
         try:
-            await conn._negotiate_versions()
+            await conn._negotiate_versions(cluster_id if node_id >= 0 else None)
             if sasl is not None:
                 await conn._authenticate()
         except BaseException:
@@ -390,15 +396,18 @@ class BrokerConnection(asyncio.Protocol):
                 entry.future.exception()
         self._closed_error = self._closed_error or (error if isinstance(error, TransportError) else None)
 
-    async def _negotiate_versions(self) -> None:
-        """ApiVersions at our highest version, falling back as real clients do (KIP-511)."""
-        version = 3
-        for _ in range(3):
-            response = await self.request(
-                ApiKey.API_VERSIONS,
-                {"client_software_name": "aioproducer", "client_software_version": __version__},
-                version=version,
-            )
+    async def _negotiate_versions(self, cluster_id: str | None = None) -> None:
+        """ApiVersions at our highest version, falling back as real clients do (KIP-511). With `cluster_id`, v5 names
+        the cluster and node we mean (Java's NetworkClient sends both only when it knows both)."""
+        version = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]
+        body = {
+            "client_software_name": "aioproducer",
+            "client_software_version": __version__,
+            "cluster_id": cluster_id,
+            "node_id": self.node_id if cluster_id is not None else -1,
+        }
+        for _ in range(4):
+            response = await self.request(ApiKey.API_VERSIONS, body, version=version)
             if response["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
                 version = response["fallback_version"]
                 continue

@@ -213,6 +213,9 @@ StreamsInvalidTopologyError = _define(ErrorCode.STREAMS_INVALID_TOPOLOGY)
 StreamsInvalidTopologyEpochError = _define(ErrorCode.STREAMS_INVALID_TOPOLOGY_EPOCH)
 StreamsTopologyFencedError = _define(ErrorCode.STREAMS_TOPOLOGY_FENCED)
 ShareSessionLimitReachedError = _define(ErrorCode.SHARE_SESSION_LIMIT_REACHED, retriable=True)
+GroupDeletionFailedError = _define(ErrorCode.GROUP_DELETION_FAILED)
+StreamsTopologyDescriptionUpdateFailedError = _define(ErrorCode.STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED)
+ControllerIdNotRegisteredError = _define(ErrorCode.CONTROLLER_ID_NOT_REGISTERED)
 
 
 ERROR_CLASSES: Mapping[int, type[KafkaError]] = MappingProxyType(_CLASSES)

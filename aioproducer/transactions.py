@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Hashable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -86,7 +87,9 @@ class TransactionManager:
         self._cluster = cluster
         self._coordinators = Coordinators(config, cluster)
         self._target: Target = (CoordinatorType.TRANSACTION, config.transactional_id)
-        self._requests = TransactionRequests(config.transactional_id, idempotence, lambda: self.state.tv2)
+        self._requests = TransactionRequests(
+            config.transactional_id, idempotence, lambda: self.state.tv2, self._known_topic_id
+        )
         self._operation: asyncio.Task[None] | None = None  # the pending init / commit / abort
         self._offsets: dict[Hashable, asyncio.Task[None]] = {}
         self._adder: asyncio.Task[None] | None = None
@@ -429,6 +432,11 @@ class TransactionManager:
         conn = self._coordinator_conn
         if conn is not None:
             self.state.set_transaction_version(self._transaction_v2(conn), initializing=False)
+
+    def _known_topic_id(self, topic: str) -> uuid.UUID | None:
+        """The topic's id in the producer's metadata (Metadata v10+), for TxnOffsetCommit v6; None when unknown."""
+        info = self._cluster.metadata.topics.get(topic)
+        return None if info is None else info.topic_id
 
     def _transaction_v2(self, coordinator: BrokerConnection) -> bool:
         """Transaction version 2 when the cluster finalized `transaction.version` >= 2 (the newest report of any

@@ -9,6 +9,7 @@ acts on. Sends nothing: `transactions` sends them through `transactions_coordina
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,8 @@ from .transactions_verdicts import (
 __all__ = ["CoordinatorRequest", "TransactionRequests"]
 
 TopicPartition = tuple[str, int]
+_TXN_OFFSET_COMMIT_BY_ID = 6  # the first TxnOffsetCommit version naming topics by id (KIP-1319)
+_NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,17 @@ class TransactionRequests:
     """The requests of one transactional id. `tv2()` says whether the transaction runs as transaction version 2
     (KIP-890): TxnOffsetCommit and EndTxn then go out at their TV2 versions, otherwise below them."""
 
-    def __init__(self, transactional_id: str, idempotence: IdempotenceState, tv2: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        transactional_id: str,
+        idempotence: IdempotenceState,
+        tv2: Callable[[], bool],
+        topic_id: Callable[[str], uuid.UUID | None] = lambda topic: None,
+    ) -> None:
         self.transactional_id = transactional_id
         self._idem = idempotence
         self._tv2 = tv2
+        self._topic_id = topic_id  # a topic's id in the producer's metadata, None when unknown
 
     def init_producer_id(self, transaction_timeout_ms: int, producer_id: int, epoch: int) -> CoordinatorRequest:
         """InitProducerId; (-1, -1) for a new producer id, the current ones to bump the epoch (KIP-360). The judge
@@ -142,10 +152,26 @@ class TransactionRequests:
         """TxnOffsetCommit to the group's coordinator. A partition the coordinator accepted is not sent again when
         another one asks for a retry."""
         pending = {(offset.topic, offset.partition): offset for offset in committed}
+        names_by_id: dict[uuid.UUID, str] = {}
+
+        def version(conn: BrokerConnection) -> int:
+            # v6 names topics by id only (KIP-1319): as Java's TransactionManager, only when the producer's metadata
+            # knows the id of every topic in the request; otherwise by name, at v5 at most.
+            chosen = self._tv_version(ApiKey.TXN_OFFSET_COMMIT)(conn)
+            if chosen < _TXN_OFFSET_COMMIT_BY_ID:
+                return chosen
+            if any(self._topic_id(topic) is None for topic, _ in pending):
+                return _TXN_OFFSET_COMMIT_BY_ID - 1
+            return chosen
 
         def body(conn: BrokerConnection) -> dict[str, Any]:
             topics: dict[str, list[dict[str, Any]]] = {}
+            ids: dict[str, uuid.UUID] = {}
             for offset in pending.values():
+                topic_id = self._topic_id(offset.topic)
+                if topic_id is not None:
+                    ids[offset.topic] = topic_id
+                    names_by_id[topic_id] = offset.topic  # v6 answers by id
                 topics.setdefault(offset.topic, []).append(
                     {
                         "partition_index": offset.partition,
@@ -162,15 +188,21 @@ class TransactionRequests:
                 "generation_id": metadata.generation_id,
                 "member_id": metadata.member_id,
                 "group_instance_id": metadata.group_instance_id,
-                "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+                # Only v6 sends the id; one unknown here (metadata changed since the version was chosen) goes as
+                # the zero id, which the coordinator answers with UNKNOWN_TOPIC_ID, retriable.
+                "topics": [
+                    {"name": name, "topic_id": ids.get(name, _NO_TOPIC_ID), "partitions": parts}
+                    for name, parts in topics.items()
+                ],
             }
 
         def judge(conn: BrokerConnection, response: dict[str, Any]) -> None:
             find = False
             for topic in response["topics"]:
+                name = topic["name"] or names_by_id.get(topic["topic_id"], "")  # v6 answers with ids
                 for part in topic["partitions"]:
                     code = part["error_code"]
-                    tp = (topic["name"], part["partition_index"])
+                    tp = (name, part["partition_index"])
                     decision = verdict(TXN_OFFSET_COMMIT, code)
                     if decision is Verdict.DONE:
                         pending.pop(tp, None)
@@ -183,7 +215,7 @@ class TransactionRequests:
             if pending:
                 raise Retry(f"TxnOffsetCommit: {sorted(pending)} not committed yet", find=find)
 
-        return CoordinatorRequest(ApiKey.TXN_OFFSET_COMMIT, body, judge, self._tv_version(ApiKey.TXN_OFFSET_COMMIT))
+        return CoordinatorRequest(ApiKey.TXN_OFFSET_COMMIT, body, judge, version)
 
     def end_transaction(self, *, committed: bool) -> CoordinatorRequest:
         """EndTxn; the judge returns the answer (v5 names the next producer id and epoch)."""

@@ -104,6 +104,9 @@ TXN_OFFSET_COMMIT: Mapping[int, Verdict] = MappingProxyType(
         # Java raises CommitFailedException: the consumer's group generation moved on (a rebalance fenced it).
         ErrorCode.UNKNOWN_MEMBER_ID: _V.ABORTABLE,
         ErrorCode.ILLEGAL_GENERATION: _V.ABORTABLE,
+        # v6 (KIP-1319) adds the consumer protocol's (KIP-848) answers: Java raises CommitFailedException for both.
+        ErrorCode.GROUP_ID_NOT_FOUND: _V.ABORTABLE,
+        ErrorCode.STALE_MEMBER_EPOCH: _V.ABORTABLE,
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _V.FATAL,
         ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT: _V.FATAL,
     }

@@ -26,7 +26,7 @@ import pytest
 from aioproducer.testing import ConsumedRecord, KafkaCluster, MockCluster, TansuBroker, create_topic, read_back
 
 BOOTSTRAP_ENV = "AIOPRODUCER_BOOTSTRAP"
-# Runs every real-Kafka fixture on another Kafka release, e.g. 3.9.1 (`nox -s tests` does so for the core suites).
+# Runs every real-Kafka fixture on another Kafka release, e.g. 3.9.2 (`nox -s tests` does so for the core suites).
 KAFKA_VERSION_ENV = "AIOPRODUCER_KAFKA_VERSION"
 
 # Clusters started in this session, for the start-up summary and for log tails of failing tests.
@@ -132,6 +132,57 @@ def mock_cluster() -> Iterator[MockCluster]:
 def read_back_records(bootstrap: str) -> Callable[..., list[ConsumedRecord]]:
     """`read_back` bound to the session's bootstrap servers."""
     return functools.partial(read_back, bootstrap)
+
+
+# Fixtures that start (or stand for) a real Kafka JVM. A test using one, directly or through another fixture, is
+# marked `kafka`, and so is every test of a module that starts KafkaCluster, Spark or the Java peer itself (or
+# through a fixture of its own); elsewhere a test that does carries `@pytest.mark.kafka` by hand.
+_KAFKA_FIXTURES = frozenset(
+    {
+        "bootstrap",
+        "kafka_cluster",
+        "kafka_cluster_3",
+        "kafka_session_cluster",
+        "kafka_session_cluster_3",
+        "kafka_cluster_3_one_controller",
+        "topic_factory",
+        "read_back_records",
+    }
+)
+
+_KAFKA_MODULES = frozenset(
+    {
+        "test_benchmarks.py",
+        "test_docs_spark.py",
+        "test_examples.py",
+        "test_fresh_project.py",
+        "test_kafka_cluster.py",
+        "test_protocol_kafka.py",
+        "test_spark.py",
+        "test_spark_cache.py",
+        "test_spark_stream.py",
+        "test_spark_transactional.py",
+    }
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "kafka: needs real Apache Kafka (a JVM): set from the fixtures a test uses, or by hand; `-m 'not kafka'` "
+        "keeps the broker-free, Tansu and librdkafka-mock tests",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that reaches real Kafka: through a fixture, through a parameter named `kafka` (the suites that
+    run once per broker kind choose the broker from their parameter), or in a module that starts a JVM itself."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        by_parameter = callspec is not None and "kafka" in callspec.params.values()
+        if fixtures & _KAFKA_FIXTURES or by_parameter or item.path.name in _KAFKA_MODULES:
+            item.add_marker(pytest.mark.kafka)
 
 
 @pytest.hookimpl(wrapper=True)

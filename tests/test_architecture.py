@@ -36,7 +36,8 @@ IO_MODULES = {"asyncio", "socket", "anyio", "ssl", "selectors", "time"}
 # Each layer may import only from the layers listed after it (and from errors / kafka_errors, below everything).
 LAYERS = [
     ["__main__"],
-    ["cli", "spark", "testing", "schema_registry", "contrib"],
+    ["cli"],  # `aioproducer broker` runs the test peers as development brokers
+    ["spark", "testing", "schema_registry", "contrib"],
     ["producer"],
     ["transactions_api"],
     ["transactions"],
@@ -162,7 +163,10 @@ def test_every_declared_dependency_is_imported() -> None:
 # Distributions whose import name differs from their name.
 IMPORT_NAMES = {"opentelemetry_api": "opentelemetry"}
 # Declared for another dependency's sake, never imported by aioproducer itself.
-INDIRECT = {"pandas": "pyspark's Arrow functions (mapInArrow) need it; declared to pin a version pyspark supports"}
+INDIRECT = {
+    "pandas": "pyspark's Arrow functions (mapInArrow) need it; declared to pin a version pyspark supports",
+    "pytest_asyncio": "the testing extra's users write async tests with the fixtures (the README's); pytest runs them",
+}
 
 
 def dynamic(path: Path) -> set[str]:

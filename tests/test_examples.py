@@ -19,7 +19,7 @@ import pytest
 
 from aioproducer.errors import BufferExhaustedError
 from aioproducer.kafka_errors import NotEnoughReplicasError
-from aioproducer.testing import ConsumedRecord, MockProducer
+from aioproducer.testing import DEFAULT_KAFKA_VERSION, ConsumedRecord, MockProducer
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -191,7 +191,7 @@ def test_demo_starts_real_kafka_with_broker_kafka(capsys: pytest.CaptureFixture[
     demo = load("demo")
     assert demo.main(["--broker", "kafka", "--records", "3000", "--compression", "lz4", "--partitions", "2"]) == 0
     out = capsys.readouterr().out
-    assert "started Apache Kafka 4.1.1 at 127.0.0.1:" in out
+    assert f"started Apache Kafka {DEFAULT_KAFKA_VERSION} at 127.0.0.1:" in out
     assert "delivered 3,000 records, failed 0" in out
     assert "read back 3,000 records" in out and "OK: every record" in out
 

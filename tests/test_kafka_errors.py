@@ -1,57 +1,24 @@
-"""aioproducer.kafka_errors against Kafka's own error table (shared/kafka-protocol/errors.json)."""
+"""aioproducer.kafka_errors against Kafka's own error table: the `Errors` enum of each Kafka release the suite runs,
+read through Kafka's Java classes (`tests/kafka_reference.py`)."""
 
 from __future__ import annotations
 
-import json
 import pickle
-from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka_reference import error_table, suite_kafka_versions
 
 from aioproducer import errors, kafka_errors
 from aioproducer.errors import KafkaError, ProtocolError
 from aioproducer.kafka_errors import ERROR_CLASSES, kafka_error
+from aioproducer.testing import DEFAULT_KAFKA_VERSION
+
+RELEASES = suite_kafka_versions()
 
 
-def _shared() -> Path:
-    """`shared/` beside the checkout (its parent for a worktree nested one level deeper)."""
-    for parent in Path(__file__).resolve().parents[1:4]:
-        if (parent / "shared" / "kafka-protocol").is_dir():
-            return parent / "shared"
-    return Path(__file__).resolve().parents[2] / "shared"
-
-
-ERRORS_JSON = _shared() / "kafka-protocol" / "errors.json"
-# Codes Kafka added after the errors.json snapshot, as listed in shared/kafka-protocol/README.md and read from
-# Errors.java at the 4.1.1 tag: (name, retriable, message).
-KAFKA_4_1_CODES = {
-    129: (
-        "REBOOTSTRAP_REQUIRED",
-        False,
-        "Client metadata is stale. The client should rebootstrap to obtain new metadata.",
-    ),
-    130: ("STREAMS_INVALID_TOPOLOGY", False, "The supplied topology is invalid."),
-    131: ("STREAMS_INVALID_TOPOLOGY_EPOCH", False, "The supplied topology epoch is invalid."),
-    132: ("STREAMS_TOPOLOGY_FENCED", False, "The supplied topology epoch is outdated."),
-    133: ("SHARE_SESSION_LIMIT_REACHED", True, "The limit of share sessions has been reached."),
-}
-
-# Codes whose Java exception extends InvalidMetadataException, read from apache/kafka's
-# clients/src/main/java/org/apache/kafka/common/errors/*.java. UNKNOWN_LEADER_EPOCH (75) is absent on purpose:
-# UnknownLeaderEpochException extends RetriableException ("Clients need not refresh metadata before retrying").
-INVALID_METADATA_CODES = {3, 5, 6, 9, 13, 56, 72, 74, 80, 83, 84, 100, 103}
-
-
-def _table() -> list[dict[str, Any]]:
-    if not ERRORS_JSON.is_file():
-        pytest.fail(f"Kafka's error table is missing: expected {ERRORS_JSON} (clone shared/ beside the repo)")
-    entries: list[dict[str, Any]] = json.loads(ERRORS_JSON.read_text())["errors"]
-    newer = [
-        {"code": code, "name": name, "retriable": retriable, "message": message}
-        for code, (name, retriable, message) in KAFKA_4_1_CODES.items()
-    ]
-    return entries + newer
+def _entries(release: str) -> list[dict[str, Any]]:
+    return [entry for entry in error_table(release) if entry["code"] != 0]
 
 
 def _expected_name(kafka_name: str) -> str:
@@ -62,24 +29,41 @@ def _expected_name(kafka_name: str) -> str:
     return f"Broker{name}" if family is not None and not issubclass(family, KafkaError) else name
 
 
-def test_one_class_per_code_except_none() -> None:
-    codes = {entry["code"] for entry in _table()}
-    assert len(codes) == 130 + len(KAFKA_4_1_CODES)
+def test_one_class_per_code_of_the_newest_kafka_except_none() -> None:
+    codes = {entry["code"] for entry in error_table(DEFAULT_KAFKA_VERSION)}
+    assert 0 in codes and len(codes) > 130
     assert set(ERROR_CLASSES) == codes - {0}
 
 
-@pytest.mark.parametrize("entry", [e for e in _table() if e["code"] != 0], ids=lambda e: e["name"])
-def test_class_matches_kafka_table(entry: dict[str, Any]) -> None:
-    cls = ERROR_CLASSES[entry["code"]]
-    name = _expected_name(entry["name"])
-    assert cls.__name__ == name
-    assert getattr(kafka_errors, name) is cls
-    assert issubclass(cls, KafkaError)
-    assert cls.code == entry["code"]
-    assert cls.retriable is entry["retriable"]
-    assert cls.invalid_metadata is (entry["code"] in INVALID_METADATA_CODES)
-    assert cls.default_message == entry["message"]
-    assert str(cls()) == entry["message"]
+@pytest.mark.parametrize("release", RELEASES)
+def test_classes_match_each_releases_table(release: str) -> None:
+    """Name, retriable and stale-metadata meaning of every code, as that release's Java has them (a code never
+    changes meaning between releases, so every release the suite runs must agree), and the default message as the
+    newest release words it (Kafka rewords some: 3.9's "The configured groupId is invalid.")."""
+    mismatches = []
+    for entry in _entries(release):
+        cls = ERROR_CLASSES.get(entry["code"])
+        name = _expected_name(entry["name"])
+        message = entry["message"] if release == DEFAULT_KAFKA_VERSION else getattr(cls, "default_message", None)
+        expected = (name, True, entry["code"], entry["retriable"], entry["invalid_metadata"], message)
+        actual = None
+        if cls is not None:
+            actual = (
+                cls.__name__,
+                getattr(kafka_errors, name, None) is cls and issubclass(cls, KafkaError),
+                cls.code,
+                cls.retriable,
+                cls.invalid_metadata,
+                cls.default_message,
+            )
+        if actual != expected:
+            mismatches.append(f"{entry['code']} {entry['name']}: ours {actual}, Kafka {release} {expected}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+def test_the_message_is_the_str_of_an_error_without_one() -> None:
+    for cls in ERROR_CLASSES.values():
+        assert str(cls()) == cls.default_message
 
 
 def test_names_follow_the_regular_pattern() -> None:
@@ -89,8 +73,13 @@ def test_names_follow_the_regular_pattern() -> None:
     assert kafka_errors.InvalidTopicExceptionError.code == 17
 
 
-def test_retriable_count_matches_the_table() -> None:
-    assert sum(cls.retriable for cls in ERROR_CLASSES.values()) == 32
+def test_retriable_and_stale_metadata_codes_are_kafkas() -> None:
+    table = _entries(DEFAULT_KAFKA_VERSION)
+    assert {cls.code for cls in ERROR_CLASSES.values() if cls.retriable} == {e["code"] for e in table if e["retriable"]}
+    stale = {e["code"] for e in table if e["invalid_metadata"]}
+    assert {cls.code for cls in ERROR_CLASSES.values() if cls.invalid_metadata} == stale
+    # UnknownLeaderEpochException extends RetriableException only ("Clients need not refresh metadata").
+    assert 75 not in stale and kafka_errors.UnknownLeaderEpochError.retriable
 
 
 def test_invalid_metadata_errors_are_all_retriable() -> None:

@@ -1,7 +1,8 @@
 """Real Apache Kafka as the judge of the versions we negotiate and the transaction requests we encode: what a broker
 advertises, what it refuses although it advertises it (KIP-896), its finalized features, and a sane answer to every
 coordinator and transaction request at each version we pick, down to what a read_committed reader then sees. Each test
-runs on the session's broker (4.1.1) and on the last 3.x release (3.9.1), the older broker negotiation must serve."""
+runs on the session's broker (the newest release) and on the last 3.x release, the older broker negotiation must
+serve."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from kafka_versions import OLDER_KAFKA_VERSION
 from test_protocol_brokers import CLIENT_SOFTWARE, Peer, record_batch, shared_versions
 
+from aioproducer.connection import BrokerConnection
 from aioproducer.error_codes import ErrorCode
+from aioproducer.kafka_errors import RebootstrapRequiredError
 from aioproducer.protocol import (
     SUPPORTED_VERSIONS,
     ApiKey,
@@ -30,6 +34,7 @@ from aioproducer.protocol import (
     transaction_versions,
 )
 from aioproducer.testing import DEFAULT_KAFKA_VERSION, KafkaCluster, read_back
+from aioproducer.testing.kafka_node import random_cluster_id
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -47,22 +52,22 @@ class Release:
     refuses_produce_v2: bool  # KIP-896
 
 
-# 4.1.1: kafka-clients' ApiKeys (oldestVersion, latestVersion(false)), except Produce, advertised from v0 for
-# librdkafka's sake (KAFKA-18659) although v0-2 are refused. 3.9.1: as its brokers answer ApiVersions.
+# 4.4.0: kafka-clients' ApiKeys (oldestVersion, latestVersion(false)), except Produce, advertised from v0 for
+# librdkafka's sake (KAFKA-18659) although v0-2 are refused. 3.9.2: as its brokers answer ApiVersions.
 RELEASES = {
-    "4.1.1": Release(
+    "4.4.0": Release(
         advertised={
             ApiKey.PRODUCE: (0, 13),
             ApiKey.METADATA: (0, 13),
             ApiKey.FIND_COORDINATOR: (0, 6),
             ApiKey.SASL_HANDSHAKE: (0, 1),
-            ApiKey.API_VERSIONS: (0, 4),
+            ApiKey.API_VERSIONS: (0, 5),
             ApiKey.CREATE_TOPICS: (2, 7),
             ApiKey.INIT_PRODUCER_ID: (0, 5),
             ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
             ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
             ApiKey.END_TXN: (0, 5),
-            ApiKey.TXN_OFFSET_COMMIT: (0, 5),
+            ApiKey.TXN_OFFSET_COMMIT: (0, 6),
             ApiKey.SASL_AUTHENTICATE: (0, 2),
         },
         negotiated={
@@ -70,19 +75,19 @@ RELEASES = {
             ApiKey.METADATA: 13,
             ApiKey.FIND_COORDINATOR: 6,
             ApiKey.SASL_HANDSHAKE: 1,
-            ApiKey.API_VERSIONS: 4,
+            ApiKey.API_VERSIONS: 5,
             ApiKey.CREATE_TOPICS: 7,
             ApiKey.INIT_PRODUCER_ID: 5,
             ApiKey.ADD_PARTITIONS_TO_TXN: 3,
             ApiKey.ADD_OFFSETS_TO_TXN: 4,
             ApiKey.END_TXN: 5,
-            ApiKey.TXN_OFFSET_COMMIT: 5,
+            ApiKey.TXN_OFFSET_COMMIT: 6,
             ApiKey.SASL_AUTHENTICATE: 2,
         },
         transaction_version=2,
         refuses_produce_v2=True,
     ),
-    "3.9.1": Release(
+    OLDER_KAFKA_VERSION: Release(
         advertised={
             ApiKey.PRODUCE: (0, 11),
             ApiKey.METADATA: (0, 12),
@@ -115,7 +120,7 @@ RELEASES = {
         refuses_produce_v2=False,
     ),
 }
-OLDER_RELEASE = "3.9.1"
+OLDER_RELEASE = OLDER_KAFKA_VERSION
 # Errors a coordinator answers while it is still loading or being elected, or busy: ask again. On a new cluster
 # FindCoordinator already names the node while it is still loading __transaction_state (then NOT_COORDINATOR).
 COORDINATOR_LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -136,7 +141,7 @@ def older_kafka() -> Iterator[KafkaCluster]:
 
 @pytest.fixture(params=["session", OLDER_RELEASE])
 def broker(request: pytest.FixtureRequest) -> KafkaCluster:
-    """The session's broker (`kafka_cluster`), then Kafka 3.9.1."""
+    """The session's broker (`kafka_cluster`), then the last 3.x release."""
     name = "kafka_cluster" if request.param == "session" else "older_kafka"
     cluster: KafkaCluster = request.getfixturevalue(name)
     return cluster
@@ -362,13 +367,23 @@ def test_a_transaction_version_2_cycle_at_the_versions_we_pick(
         assert transaction_versions(negotiated, transaction_v2=False) == negotiated
         return
     versions = transaction_versions(negotiated, transaction_v2=True)
-    assert (versions[ApiKey.PRODUCE], versions[ApiKey.TXN_OFFSET_COMMIT], versions[ApiKey.END_TXN]) == (12, 5, 5)
+    # TxnOffsetCommit v6 (Kafka 4.4, KIP-1319) names the topic by its id, taken from Metadata here.
+    by_id = release.advertised[ApiKey.TXN_OFFSET_COMMIT][1] >= 6
+    expected = (12, 6 if by_id else 5, 5)
+    assert (versions[ApiKey.PRODUCE], versions[ApiKey.TXN_OFFSET_COMMIT], versions[ApiKey.END_TXN]) == expected
     topic, transactional_id, group = (f"tv2-{uuid.uuid4().hex[:8]}" for _ in range(3))
     broker.create_topic(topic, 2)
     ids = init_producer_id(peer, versions[ApiKey.INIT_PRODUCER_ID], transactional_id)
     batch = transactional_batch(ids["producer_id"], ids["producer_epoch"], 0, [b"tv2-committed"])
     assert produce(peer, versions[ApiKey.PRODUCE], transactional_id, topic, 0, batch) == 0
-    committed = txn_offset_commit(peer, versions[ApiKey.TXN_OFFSET_COMMIT], transactional_id, group, ids, topic)
+    topic_id = None
+    if by_id:
+        reply = peer.call(ApiKey.METADATA, negotiated[ApiKey.METADATA], {"topics": [{"name": topic}]})
+        topic_id = reply["topics"][0]["topic_id"]
+        assert topic_id.int != 0
+    committed = txn_offset_commit(
+        peer, versions[ApiKey.TXN_OFFSET_COMMIT], transactional_id, group, ids, topic, topic_id=topic_id
+    )
     assert committed == [0, 0]
     ended = end_txn(peer, versions[ApiKey.END_TXN], transactional_id, ids, True)
     assert ended["error_code"] == 0
@@ -439,10 +454,18 @@ def add_offsets(peer: Peer, version: int, transactional_id: str, ids: dict[str, 
 
 
 def txn_offset_commit(
-    peer: Peer, version: int, transactional_id: str, group: str, ids: dict[str, Any], topic: str
+    peer: Peer,
+    version: int,
+    transactional_id: str,
+    group: str,
+    ids: dict[str, Any],
+    topic: str,
+    *,
+    topic_id: uuid.UUID | None = None,
 ) -> list[int]:
     """Commit offsets 10 and 20 of `topic`'s partitions 0 and 1 inside the transaction, as a group with no members
-    would (generation -1, no member id: KIP-447's fields at their 'no group membership' values)."""
+    would (generation -1, no member id: KIP-447's fields at their 'no group membership' values). v6 needs the
+    topic's id, and answers with it in place of the name."""
     group_coordinator = coordinator(peer, 6, CoordinatorType.GROUP, group)
     assert group_coordinator.node_id == 1
     body = {
@@ -455,6 +478,7 @@ def txn_offset_commit(
         "topics": [
             {
                 "name": topic,
+                "topic_id": topic_id,
                 "partitions": [
                     {"partition_index": 0, "committed_offset": 10, "committed_metadata": "from a test"},
                     {"partition_index": 1, "committed_offset": 20, "committed_metadata": None},
@@ -466,11 +490,46 @@ def txn_offset_commit(
         lambda: peer.call(ApiKey.TXN_OFFSET_COMMIT, version, body),
         lambda a: max(p["error_code"] for t in a["topics"] for p in t["partitions"]),
     )
+    if version >= 6:
+        assert [t["topic_id"] for t in answer["topics"]] == [topic_id]
     return [p["error_code"] for t in answer["topics"] for p in t["partitions"]]
 
 
 def _ids(ids: dict[str, Any]) -> dict[str, Any]:
     return {"producer_id": ids["producer_id"], "producer_epoch": ids["producer_epoch"]}
+
+
+async def test_api_versions_v5_refuses_a_connection_meant_for_another_cluster_or_node(
+    broker: KafkaCluster, release: Release
+) -> None:
+    """KIP-1242 (Kafka 4.4): a client that names the cluster and node it means to reach is told REBOOTSTRAP_REQUIRED
+    by a broker that is not that node of that cluster (an address reused after a cluster was replaced), instead of
+    being served by the wrong one. An older broker has no ApiVersions v5: the fallback to v4 sends neither, and the
+    connection is made unchecked, as Java's is."""
+    host, port = broker.bootstrap_servers.rsplit(":", 1)
+
+    async def connect(cluster_id: str | None, node_id: int) -> BrokerConnection:
+        return await BrokerConnection.open(
+            host,
+            int(port),
+            node_id=node_id,
+            client_id="kip-1242",
+            request_timeout_ms=30_000,
+            connect_timeout_ms=10_000,
+            cluster_id=cluster_id,
+        )
+
+    checks = release.advertised[ApiKey.API_VERSIONS][1] >= 5
+    right = await connect(broker.cluster_id, 1)
+    assert right.versions[ApiKey.API_VERSIONS] == (5 if checks else 4)
+    right.close()
+    for cluster_id, node_id in ((random_cluster_id(), 1), (broker.cluster_id, 2)):
+        if checks:
+            with pytest.raises(RebootstrapRequiredError):
+                await connect(cluster_id, node_id)
+        else:
+            (await connect(cluster_id, node_id)).close()
+    (await connect(random_cluster_id(), -1)).close()  # a bootstrap connection names no node, so nothing is checked
 
 
 def test_the_releases_are_the_default_and_the_last_3_x() -> None:

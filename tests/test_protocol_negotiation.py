@@ -64,6 +64,9 @@ class ScriptedBroker:
         self.handlers = handlers
         self.features = features
         self.requests: Counter[tuple[ApiKey, int]] = Counter()
+        # Each ApiVersions request as (version, body); the error code to answer it with (0: the versions).
+        self.api_versions_asked: list[tuple[int, dict[str, Any]]] = []
+        self.api_versions_error: Callable[[int, dict[str, Any]], int] = lambda version, body: 0
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
@@ -97,9 +100,10 @@ class ScriptedBroker:
                 api = ApiKey(header.api_key)
                 self.requests[api, header.api_version] += 1
                 if api == ApiKey.API_VERSIONS:
+                    self.api_versions_asked.append((header.api_version, body))
                     epoch, levels = self.features
                     answer: dict[str, Any] | None = {
-                        "error_code": 0,
+                        "error_code": self.api_versions_error(header.api_version, body),
                         "api_keys": [
                             {"api_key": int(key), "min_version": low, "max_version": high}
                             for key, (low, high) in self.offered.items()
@@ -247,6 +251,67 @@ async def test_rebootstrap_required_sends_the_producer_back_to_the_bootstrap_ser
     assert stale.count(ApiKey.METADATA) >= 1 and moved
     assert bootstrap.count(ApiKey.METADATA) >= 2, "the producer never went back to the bootstrap server"
     assert stale.count(ApiKey.METADATA) == 1, "the producer kept asking the broker that told it to re-bootstrap"
+
+
+async def test_a_broker_of_another_cluster_behind_a_known_address_sends_the_producer_back_to_bootstrap() -> None:
+    """KIP-1242 (ApiVersions v5, Kafka 4.4): connecting to node 1, the producer names the cluster and node it means;
+    the broker now at that address belongs to another cluster and answers REBOOTSTRAP_REQUIRED. The producer must
+    not use that connection, and must ask the bootstrap server again, which now names `fresh`."""
+    kafka_4_4 = {**KAFKA_4_1, ApiKey.API_VERSIONS: (0, 5), ApiKey.TXN_OFFSET_COMMIT: (0, 6)}
+    stranger = await ScriptedBroker(kafka_4_4, {}).start()
+    fresh = await ScriptedBroker(kafka_4_4, {}).start()
+    bootstrap = await ScriptedBroker(kafka_4_4, {}).start()
+    moved = False
+
+    def refuse_other_clusters(version: int, body: dict[str, Any]) -> int:
+        nonlocal moved
+        if body.get("cluster_id") is None:
+            return 0
+        moved = True
+        return REBOOTSTRAP_REQUIRED
+
+    stranger.api_versions_error = refuse_other_clusters
+    bootstrap.handlers = {
+        ApiKey.METADATA: lambda v, b: metadata(
+            [bootstrap, fresh] if moved else [stranger], (2, 1) if moved else (1, 0)
+        ),
+        ApiKey.INIT_PRODUCER_ID: init_producer_id,
+    }
+    stranger.handlers = {ApiKey.PRODUCE: produce()}
+    fresh.handlers = {ApiKey.METADATA: lambda v, b: metadata([bootstrap, fresh], (2, 1)), ApiKey.PRODUCE: produce()}
+    producer = Producer(bootstrap.address, **SETTINGS)
+    try:
+        await producer.start()
+        sent = await asyncio.wait_for(producer.send(TOPIC, b"not for the stranger"), 10)
+    finally:
+        await asyncio.wait_for(producer.close(), 10)
+        for broker in (stranger, fresh, bootstrap):
+            await broker.close()
+    assert (sent.partition, sent.offset) == (0, 0) and fresh.count(ApiKey.PRODUCE) == 1
+    assert stranger.count(ApiKey.PRODUCE) == 0 and moved
+    asked = [(version, body["cluster_id"], body["node_id"]) for version, body in stranger.api_versions_asked]
+    assert (5, "scripted-cluster", 1) in asked
+    # A bootstrap connection knows no node: it names nothing, whatever it has learnt of the cluster.
+    assert {(body["cluster_id"], body["node_id"]) for _, body in bootstrap.api_versions_asked} == {(None, -1)}
+    assert bootstrap.count(ApiKey.METADATA) >= 2, "the producer never went back to the bootstrap server"
+
+
+async def test_a_broker_that_never_answered_api_versions_v5_is_never_told_the_cluster() -> None:
+    """Tansu answers a v5 ApiVersions request but drops the connection when it names a cluster: until a broker of the
+    cluster has answered v5, the producer names none (what a broker offering v4 at most sees)."""
+    broker = await ScriptedBroker(KAFKA_4_1, {}).start()
+    broker.handlers = {
+        ApiKey.METADATA: lambda v, b: metadata([broker], (1, 0)),
+        ApiKey.INIT_PRODUCER_ID: init_producer_id,
+        ApiKey.PRODUCE: produce(),
+    }
+    try:
+        async with Producer(broker.address, **SETTINGS) as producer:
+            await asyncio.wait_for(producer.send(TOPIC, b"v"), 10)
+    finally:
+        await broker.close()
+    assert len(broker.api_versions_asked) >= 2  # the bootstrap connection, then node 1's
+    assert {(body["cluster_id"], body["node_id"]) for _, body in broker.api_versions_asked} == {(None, -1)}
 
 
 async def test_the_cluster_keeps_the_newest_finalized_features_any_broker_reported() -> None:

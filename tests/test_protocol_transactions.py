@@ -5,6 +5,7 @@ v5), EndTxn v5's next producer id and epoch, and Metadata v13's top-level error 
 
 from __future__ import annotations
 
+import uuid
 import warnings
 from typing import Any
 
@@ -169,6 +170,7 @@ TXN_OFFSET_COMMIT = {
     "topics": [
         {
             "name": "t",
+            "topic_id": uuid.UUID(int=0),  # only v6 sends it: what the decoder fills in below v6
             "partitions": [
                 {"partition_index": 0, "committed_offset": 99, "committed_leader_epoch": 2, "committed_metadata": ""}
             ],
@@ -188,6 +190,17 @@ def test_the_transaction_v2_version_is_its_predecessor_on_the_wire(api: ApiKey, 
     header, decoded = decode_request(encode_request(api, tv2, 1, "same", body)[4:])
     assert header.api_version == tv2
     assert decoded == {**decoded, **body}
+
+
+def test_txn_offset_commit_v6_names_the_topic_by_id_where_v5_named_it() -> None:
+    """KIP-1319: v6 is v5 with each topic's name (a compact string) replaced by its 16-byte id, in the same place."""
+    topic_id = uuid.UUID("5b2b0a5e-3f4c-4f7e-9d3a-7c1e2f0a9b11")
+    body = {**TXN_OFFSET_COMMIT, "topics": [{**TXN_OFFSET_COMMIT["topics"][0], "topic_id": topic_id}]}
+    # After the size (4 bytes, 14 more for v6) and the masked version, the bodies differ only there.
+    v5, v6 = _body_bytes(ApiKey.TXN_OFFSET_COMMIT, 5, body)[4:], _body_bytes(ApiKey.TXN_OFFSET_COMMIT, 6, body)[4:]
+    assert v5.count(b"\x02t") == 1 and v6 == v5.replace(b"\x02t", topic_id.bytes)
+    _, decoded = decode_request(encode_request(ApiKey.TXN_OFFSET_COMMIT, 6, 1, "c", body)[4:])
+    assert decoded["topics"][0]["topic_id"] == topic_id and decoded["topics"][0]["name"] == ""
 
 
 def test_end_txn_v5_names_the_next_producer_id_and_epoch() -> None:

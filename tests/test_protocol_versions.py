@@ -75,6 +75,22 @@ def test_negotiation_against_kafka_4_1_1() -> None:
     }
 
 
+def test_negotiation_against_kafka_4_4_0() -> None:
+    """Kafka 4.4 adds ApiVersions v5 (KIP-1242) and TxnOffsetCommit v6 (KIP-1319): both are picked; Produce stays
+    at v12 (v13 is not spoken) and InitProducerId at v5 (v6 is unstable and not advertised)."""
+    kafka_4_4 = {**KAFKA_4_1, 18: (0, 5), 28: (0, 6)}
+    chosen = negotiate_versions(kafka_4_4, list(SUPPORTED_VERSIONS))
+    assert chosen[ApiKey.API_VERSIONS] == 5 and chosen[ApiKey.TXN_OFFSET_COMMIT] == 6
+    assert chosen[ApiKey.PRODUCE] == 12 and chosen[ApiKey.INIT_PRODUCER_ID] == 5
+    assert {
+        api: version for api, version in chosen.items() if api not in (ApiKey.API_VERSIONS, ApiKey.TXN_OFFSET_COMMIT)
+    } == {
+        api: version
+        for api, version in negotiate_versions(KAFKA_4_1, list(SUPPORTED_VERSIONS)).items()
+        if api not in (ApiKey.API_VERSIONS, ApiKey.TXN_OFFSET_COMMIT)
+    }
+
+
 def test_a_broker_advertising_produce_v0_never_gets_below_v3() -> None:
     """Kafka 4 advertises Produce v0-v13 but rejects v0-2 (KIP-896): only our own floor bounds the pick."""
     assert negotiate_versions({0: (0, 3)}, [ApiKey.PRODUCE])[ApiKey.PRODUCE] == 3
@@ -104,7 +120,7 @@ def test_a_required_api_the_broker_lacks_names_it() -> None:
 
 
 def test_disjoint_ranges_name_both_sides() -> None:
-    with pytest.raises(UnsupportedVersionError, match=r"TXN_OFFSET_COMMIT .*speaks v3-v5, the broker offers v0-v2"):
+    with pytest.raises(UnsupportedVersionError, match=r"TXN_OFFSET_COMMIT .*speaks v3-v6, the broker offers v0-v2"):
         negotiate_versions({28: (0, 2)}, [ApiKey.TXN_OFFSET_COMMIT])
 
 
@@ -139,7 +155,7 @@ def test_fallback_reads_the_librdkafka_mock_body() -> None:
 
 
 def test_fallback_caps_at_our_maximum() -> None:
-    assert api_versions_fallback_version(v0_error_body([(18, 0, 9)])) == 4
+    assert api_versions_fallback_version(v0_error_body([(18, 0, 9)])) == 5
 
 
 @pytest.mark.parametrize("payload", [struct.pack(">h", 35), v0_error_body([]), v0_error_body([(0, 0, 9)])])

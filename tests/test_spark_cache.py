@@ -127,6 +127,24 @@ def test_a_forked_child_starts_with_an_empty_cache_of_its_own() -> None:
     assert done.stdout.strip() == "child exit 0", done.stderr
 
 
+def test_a_process_holding_the_cache_can_still_fork_and_exec() -> None:
+    """The loop thread once lived in anyio's `start_blocking_portal` context manager, a suspended generator: a child
+    forked with Python code before its exec (pyspark's launch_gateway, any preexec_fn) dropped the cache, closed the
+    generator and waited forever for a portal thread it did not have, so Spark's JVM never started."""
+    script = textwrap.dedent(
+        """
+        import gc, subprocess
+        from aioproducer.spark.cache import shared_cache
+        shared_cache()  # held only by the module, which a forked child forgets
+        done = subprocess.run(["true"], preexec_fn=gc.collect, timeout=20)
+        print("exec'd", done.returncode)
+        shared_cache().close()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.strip() == "exec'd 0", done.stderr
+
+
 def test_run_task_keeps_its_producer_only_where_spark_reuses_workers(
     bootstrap: str,
     topic_factory: Callable[..., str],

@@ -4,13 +4,11 @@ the same batch bytes, hashes, partitions, errors and deliveries for the same inp
 from __future__ import annotations
 
 import gc
-import json
 import os
 import random
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import crc32c
@@ -18,6 +16,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kafka_reference import murmur2_vectors
 
 from aioproducer import appender, batch, delivery, partitioner
 from aioproducer.accelerated import COMPILED, EXTENSIONS_DISABLED, compiled_twin
@@ -37,9 +36,6 @@ from tests.twins import TWINNED, pure_name, use_twin
 compiled_builder: Any = compiled_twin("aioproducer.records._builder")
 compiled_partitioner: Any = compiled_twin("aioproducer._partitioner")
 compiled_appender: Any = compiled_twin("aioproducer._appender")
-VECTORS = json.loads(
-    (Path(__file__).resolve().parents[2] / "shared" / "kafka-protocol" / "murmur2-vectors.json").read_text()
-)
 TS = 1_700_000_000_000
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 BYTES = st.one_of(st.none(), st.binary(max_size=300))
@@ -144,9 +140,10 @@ def test_builders_reject_bad_settings_alike() -> None:
         assert pure[1] is twin[1]
 
 
-@pytest.mark.parametrize("vector", VECTORS["vectors"], ids=lambda v: f"v{v['id']}")
-def test_compiled_murmur2_matches_java(vector: dict[str, Any]) -> None:
-    assert compiled_partitioner.murmur2(bytes.fromhex(vector["key_hex"])) == vector["murmur2"]
+def test_compiled_murmur2_matches_java() -> None:
+    vectors = murmur2_vectors()
+    wrong = [v["key_hex"] for v in vectors if compiled_partitioner.murmur2(bytes.fromhex(v["key_hex"])) != v["murmur2"]]
+    assert len(vectors) > 80 and not wrong
 
 
 @given(st.binary(max_size=200))

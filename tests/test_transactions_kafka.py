@@ -1,10 +1,12 @@
-"""Transactions judged by real Apache Kafka 4.1.1, under transaction version 2 (Kafka 4's default) and 1 (the cluster
-downgraded with Kafka's FeatureCommand): only a real broker hides aborted records from read_committed readers, fences
-a zombie and times a transaction out. Readers are librdkafka consumers (confluent-kafka) with an isolation level."""
+"""Transactions judged by real Apache Kafka (the newest release by default), under transaction version 2 (Kafka 4's
+default) and 1 (the cluster downgraded with Kafka's FeatureCommand): only a real broker hides aborted records from
+read_committed readers, fences a zombie and times a transaction out. Readers are librdkafka consumers (confluent-kafka)
+with an isolation level."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,8 +24,10 @@ from aioproducer.errors import (
     TransactionAbortedError,
     TransactionRequiresAbortError,
 )
-from aioproducer.testing import KafkaCluster
+from aioproducer.protocol import ApiKey
+from aioproducer.testing import DEFAULT_KAFKA_VERSION, KafkaCluster
 from aioproducer.transactions_group import ConsumerGroupMetadata, group_metadata
+from aioproducer.transactions_requests import CoordinatorRequest, TransactionRequests
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -209,6 +213,48 @@ async def test_stale_consumer_generation_is_refused_and_only_aborts(
             await producer.abort_transaction()
             async with producer.transaction():
                 await producer.send_offsets_to_transaction({(source, 0): 0}, live)
+    finally:
+        consumer.close()
+
+
+async def test_offsets_of_a_topic_whose_id_the_producer_knows_go_by_id_where_the_coordinator_takes_it(
+    cluster: KafkaCluster, transaction_version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TxnOffsetCommit v6 (Kafka 4.4, KIP-1319) names topics by id, and answers by id: as Java's TransactionManager,
+    the producer uses it when its metadata knows every topic's id (here the source's, asked for first) and the
+    transaction runs as TV2; the offsets must land in the group all the same, read back by a consumer."""
+    bootstrap = cluster.bootstrap_servers
+    source, sink = new_topic(cluster), new_topic(cluster)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    chosen: list[int] = []
+    commit_offsets = TransactionRequests.commit_offsets
+
+    def observed(self: TransactionRequests, *args: Any, **kwargs: Any) -> CoordinatorRequest:
+        request = commit_offsets(self, *args, **kwargs)
+        version = request.version
+        assert version is not None
+
+        def pick(conn: Any) -> int:
+            chosen.append(version(conn))
+            return chosen[-1]
+
+        return dataclasses.replace(request, version=pick)
+
+    monkeypatch.setattr(TransactionRequests, "commit_offsets", observed)
+    async with transactional(cluster) as producer:
+        assert len(await producer.partitions_for(source)) == 2  # the source's id is now in the producer's metadata
+        async with producer.transaction():
+            await send_all(producer, sink, [b"out"])
+            await producer.send_offsets_to_transaction({(source, 0): 7, (source, 1): 3}, group)
+        negotiated = (await producer._cluster.connect_any()).versions[ApiKey.TXN_OFFSET_COMMIT]
+    # TV1 stays below the TV2 version (v5), as Java's builders do; TV2 takes the newest the broker offers.
+    assert chosen and set(chosen) == {negotiated if transaction_version >= 2 else min(negotiated, 4)}
+    if cluster.version == DEFAULT_KAFKA_VERSION and transaction_version >= 2:
+        assert chosen[0] == 6, "the default judge offers v6: the by-id path must be the one under test"
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        committed = consumer.committed([confluent_kafka.TopicPartition(source, p) for p in range(2)], timeout=10)
+        assert {tp.partition: tp.offset for tp in committed} == {0: 7, 1: 3}
     finally:
         consumer.close()
 

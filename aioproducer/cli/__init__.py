@@ -1,4 +1,5 @@
-"""The `aioproducer` command line: `produce`, `perf-test` and `check` (console script and `python -m aioproducer`).
+"""The `aioproducer` command line: `produce`, `perf-test`, `check` and `broker` (console script and
+`python -m aioproducer`).
 
 Needs the extra `aioproducer[cli]` (rich, for progress and tables); argument parsing is the standard library's.
 Exit status: 0 success, 1 something was not delivered or a check failed, 2 bad arguments or settings.
@@ -20,17 +21,19 @@ _EXTRA_HINT = "the aioproducer command needs the `cli` extra: pip install 'aiopr
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from aioproducer.cli import check, perf, produce
+    from aioproducer.cli import broker, check, perf, produce
 
     parser = argparse.ArgumentParser(
         prog="aioproducer",
-        description="Produce to Kafka from the command line, measure a producer, diagnose a connection.",
+        description="Produce to Kafka from the command line, measure a producer, diagnose a connection, run a "
+        "development broker.",
     )
     parser.add_argument("--version", action="version", version=f"aioproducer {__version__}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     produce.add_parser(commands)
     perf.add_parser(commands)
     check.add_parser(commands)
+    broker.add_parser(commands)
     return parser
 
 

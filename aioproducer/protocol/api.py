@@ -29,20 +29,27 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
 
 
-# Checked against Kafka 4.1.1's message JSON by tests/test_spec_drift.py, which also lists every newer version we
-# leave out on purpose. Floors follow KIP-896 (Kafka 4.0 removed pre-2.1 client versions):
+# Checked against the message JSON inside the kafka-clients jar of every Kafka release the suite runs (4.4.0 and
+# 3.9.2 by default) by tests/test_spec_drift.py, which also lists every newer version we leave out on purpose.
+# Floors follow KIP-896 (Kafka 4.0 removed pre-2.1 client versions):
 # - Produce v3 is the first with record batches v2 and a transactional id; v0-2 are gone from 4.x brokers, which
 #   still *advertise* v0 (KAFKA-18659, for librdkafka) but reject it, so our floor must never follow theirs.
 #   v12 is v11 on the wire; it tells a transaction version 2 coordinator that the producer lets Produce add
-#   partitions to the transaction implicitly (KIP-890 part 2). v13 names topics by id (KIP-516): not spoken, since
-#   it would tie every Produce request to topic ids from Metadata.
+#   partitions to the transaction implicitly (KIP-890 part 2). v13 (Kafka 4.1+) names topics by id instead of name
+#   (KIP-516) and changes nothing else. Not spoken: Java's Sender uses it only when it knows every topic's id, and
+#   on UNKNOWN_TOPIC_ID refreshes metadata and sends the batch again to whichever topic then has the name, which is
+#   what v12 does at once; every 4.x broker serves v12 (not deprecated in 4.4), so v13 would add an id lookup to
+#   every request and one more error path for no change in what is written.
 # - Metadata v13 adds a top-level error code, REBOOTSTRAP_REQUIRED (KIP-1102).
 # - FindCoordinator v1 is the first with a key type (group or transaction); v4+ batch several keys (KIP-699).
+# - ApiVersions v5 (Kafka 4.4, KIP-1242) carries the cluster id and node id the client means to reach, so a broker
+#   behind a reused address answers REBOOTSTRAP_REQUIRED rather than serving the wrong cluster.
 # - CreateTopics v0-1 were removed in 4.0.
-# - InitProducerId v6 (KIP-939 two-phase commit) is marked unstable in 4.1 and not advertised by default.
+# - InitProducerId v6 (KIP-939 two-phase commit) is marked unstable up to 4.4 and not advertised by default.
 # - AddPartitionsToTxn v4+ are broker-to-broker (partition verification, KIP-890 part 1): clients use v3 at most.
 # - TxnOffsetCommit v3 is the first carrying the consumer group's generation, member id and instance id
-#   (KIP-447 fencing); every broker since 2.5 has it. v5 is v4 on the wire, for transaction version 2.
+#   (KIP-447 fencing); every broker since 2.5 has it. v5 is v4 on the wire, for transaction version 2. v6 (Kafka
+#   4.4, KIP-1319) names topics by id: used, as Java does, only when the producer knows every topic's id.
 # - EndTxn v5 answers with the producer id and epoch to use next: TV2 bumps the epoch on every transaction.
 SUPPORTED_VERSIONS: Mapping[ApiKey, tuple[int, int]] = MappingProxyType(
     {
@@ -50,13 +57,13 @@ SUPPORTED_VERSIONS: Mapping[ApiKey, tuple[int, int]] = MappingProxyType(
         ApiKey.METADATA: (1, 13),
         ApiKey.FIND_COORDINATOR: (1, 6),
         ApiKey.SASL_HANDSHAKE: (0, 1),
-        ApiKey.API_VERSIONS: (0, 4),
+        ApiKey.API_VERSIONS: (0, 5),
         ApiKey.CREATE_TOPICS: (2, 7),
         ApiKey.INIT_PRODUCER_ID: (0, 5),
         ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
         ApiKey.END_TXN: (0, 5),
-        ApiKey.TXN_OFFSET_COMMIT: (3, 5),
+        ApiKey.TXN_OFFSET_COMMIT: (3, 6),
         ApiKey.SASL_AUTHENTICATE: (0, 2),
     }
 )

@@ -44,6 +44,10 @@ _API_VERSIONS_REQUEST = _request(
     "3+",
     f("client_software_name", "string", "3+"),
     f("client_software_version", "string", "3+"),
+    # KIP-1242: the cluster and node the client means to reach; a broker of another cluster, or another node behind
+    # the same address, answers REBOOTSTRAP_REQUIRED instead of its versions.
+    f("cluster_id", "string", "5+", nullable="5+", default=None),
+    f("node_id", "int32", "5+", default=-1),
 )
 _API_VERSIONS_RESPONSE = _response(
     "ApiVersionsResponse",

@@ -143,7 +143,8 @@ _TXN_OFFSET_COMMIT_REQUEST = _request(
         "topics",
         "[]TxnOffsetCommitRequestTopic",
         "0+",
-        f("name", "string"),
+        f("name", "string", "0-5"),
+        f("topic_id", "uuid", "6+"),  # KIP-1319: v6 names topics by id only
         f(
             "partitions",
             "[]TxnOffsetCommitRequestPartition",
@@ -164,7 +165,8 @@ _TXN_OFFSET_COMMIT_RESPONSE = _response(
         "topics",
         "[]TxnOffsetCommitResponseTopic",
         "0+",
-        f("name", "string"),
+        f("name", "string", "0-5"),
+        f("topic_id", "uuid", "6+"),
         f(
             "partitions",
             "[]TxnOffsetCommitResponsePartition",

@@ -1,4 +1,5 @@
-"""Lazy access to the optional Spark stack (pyspark, pyarrow) for `aioproducer.spark`.
+"""Lazy access to the optional Spark stack (pyspark, pyarrow; anyio for the worker's loop thread) for
+`aioproducer.spark`.
 
 Owns the one clear ImportError naming the extra; nothing else in the package imports pyspark or pyarrow directly.
 """
@@ -10,9 +11,7 @@ from types import ModuleType
 
 __all__ = ["EXTRA_HINT", "require"]
 
-EXTRA_HINT = (
-    "aioproducer.spark needs pyspark>=4, pyarrow and pandas: install them with `pip install 'aioproducer[spark]'`"
-)
+EXTRA_HINT = "aioproducer.spark needs pyspark>=4, pyarrow, pandas and anyio: `pip install 'aioproducer[spark]'`"
 
 
 def require(module: str) -> ModuleType:

@@ -27,6 +27,13 @@ from typing import Any, TypeVar
 
 from aioproducer import Producer
 from aioproducer.models import TableReport
+from aioproducer.spark._deps import EXTRA_HINT
+
+try:
+    import anyio
+    from anyio.from_thread import BlockingPortal
+except ImportError as exc:  # pragma: no cover - the spark extra brings anyio
+    raise ImportError(f"{EXTRA_HINT} ({exc})") from exc
 
 __all__ = ["Lease", "LoopThread", "ProducerCache", "shared_cache"]
 
@@ -36,32 +43,63 @@ _CLOSE_TIMEOUT_S = 10.0  # how long closing a producer may flush at eviction or 
 
 
 class LoopThread:
-    """An asyncio event loop running in a daemon thread until `stop()`."""
+    """An asyncio event loop in a daemon thread, reached from other threads through anyio's blocking portal (which
+    hands coroutines over, returns their futures and cancels them), until `stop()`.
+
+    The thread runs the portal itself, rather than through anyio's `start_blocking_portal` context manager: that one
+    is a suspended generator, and a forked child that drops this object (see `_forget_after_fork`) would close it
+    and wait forever for a portal thread the child does not have, before Spark's `exec` of its JVM ever ran.
+    """
 
     def __init__(self, name: str = "aioproducer-spark") -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        started: concurrent.futures.Future[BlockingPortal] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=_serve, args=(started,), name=name, daemon=True)
         self._thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        self._portal = started.result()
+        self.loop: asyncio.AbstractEventLoop = self._portal.call(asyncio.get_running_loop)
+        self._stopped = False
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Run `coroutine` on the loop; its future can be waited for (or cancelled) from any thread."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        """Run `coroutine` on the loop; its future can be waited for (or cancelled, which cancels the coroutine)
+        from any thread."""
+        return self._portal.start_task_soon(_run, coroutine)
 
     def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run `coroutine` on the loop and wait for its result."""
         return self.submit(coroutine).result()
 
-    def stop(self, timeout: float = _CLOSE_TIMEOUT_S) -> None:
-        if self.loop.is_closed():
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def stop(self) -> None:
+        """Cancel whatever still runs on the loop, end it and join its thread; idempotent."""
+        if self._stopped:
             return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout)
-        if not self._thread.is_alive():
-            self.loop.close()
+        self._stopped = True
+        self._portal.call(self._portal.stop, True)
+        self._thread.join()
+
+
+def _serve(started: concurrent.futures.Future[BlockingPortal]) -> None:
+    """The loop thread: a portal open until stopped (anyio closes the loop after)."""
+
+    async def portal() -> None:
+        async with BlockingPortal() as opened:
+            started.set_result(opened)
+            await opened.sleep_until_stopped()
+
+    try:
+        anyio.run(portal, backend="asyncio")
+    except BaseException as exc:  # the loop could not start: the constructor raises it
+        if not started.done():
+            started.set_exception(exc)
+        else:
+            raise
+
+
+async def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    return await coroutine
 
 
 @dataclass(eq=False)
@@ -180,7 +218,7 @@ class ProducerCache:
 
     def close(self) -> None:
         """Close every cached producer (each flushing for at most 10 s), then stop the loop thread."""
-        if self.loop_thread.loop.is_closed():
+        if self.loop_thread.stopped:
             return
         try:
             self.loop_thread.call(self._close_all())
@@ -204,7 +242,7 @@ def shared_cache() -> ProducerCache:
     """This process's cache, created on first use (again after `close()`) and closed at interpreter exit."""
     global _shared
     with _shared_lock:
-        if _shared is None or _shared.loop_thread.loop.is_closed():
+        if _shared is None or _shared.loop_thread.stopped:
             _shared = ProducerCache()
             atexit.register(_shared.close)
         return _shared

@@ -39,6 +39,7 @@ from aioproducer.testing.kafka_node import (
     address,
     format_storage,
     free_ports,
+    port_is_free,
     random_cluster_id,
     wait_for_brokers,
     without_controller,
@@ -61,7 +62,8 @@ class SaslCredentials:
 
 
 class KafkaCluster:
-    """Apache Kafka `version` (4.1.1 by default, jars from Maven Central) with `nodes` KRaft nodes.
+    """Apache Kafka `version` (`DEFAULT_KAFKA_VERSION`, the newest release, unless given; jars from Maven Central)
+    with `nodes` KRaft nodes.
 
     Nodes 1..`controllers` (all by default) are combined broker+controller nodes forming the controller quorum;
     the others are brokers only. Each node listens on free loopback ports chosen at start, so several clusters
@@ -78,7 +80,8 @@ class KafkaCluster:
     `min.insync.replicas=2`. Failover is tuned to seconds (`kafka_config.FAILOVER_TUNING`). Topics are
     auto-created on Metadata (4 partitions) unless `broker_config={"auto.create.topics.enable": "false"}`;
     `broker_config` overrides any property. The JVMs start fast with a C1-only JIT; `fast_start=False` gives
-    the nodes the full JIT, for benchmarks.
+    the nodes the full JIT, for benchmarks. `port` fixes a single node's PLAINTEXT port (`aioproducer broker
+    --kafka` listens on 9092 so); the other listeners still take free ports.
     """
 
     def __init__(
@@ -92,9 +95,12 @@ class KafkaCluster:
         heap_mb: int = 384,
         startup_timeout_s: float = 120.0,
         fast_start: bool = True,
+        port: int | None = None,
     ) -> None:
         if nodes < 1:
             raise ConfigError(f"a cluster needs at least one node, got {nodes}")
+        if port is not None and (nodes != 1 or not 0 < port < 65536):
+            raise ConfigError(f"a fixed port needs a single node and a port in 1..65535, got {port} for {nodes} nodes")
         if controllers is not None and not 1 <= controllers <= nodes:
             raise ConfigError(f"controllers must be in 1..{nodes}, got {controllers}")
         self.node_count = nodes
@@ -105,6 +111,7 @@ class KafkaCluster:
         self.heap_mb = heap_mb
         self.startup_timeout_s = startup_timeout_s
         self.fast_start = fast_start
+        self.port = port
         self.cluster_id = random_cluster_id()
         self.credentials = SaslCredentials("aioproducer", secrets.token_urlsafe(16))
         self.startup_s: float | None = None
@@ -210,6 +217,8 @@ class KafkaCluster:
         if self._nodes:
             raise KafkaSetupError("the cluster is already started")
         began = time.monotonic()
+        if self.port is not None and not port_is_free(self.host, self.port):
+            raise KafkaSetupError(f"cannot listen on {address(self.host, self.port)}: the port is in use")
         self._libs = kafka_libs(self.version)
         for attempt in range(1, _PORT_ATTEMPTS + 1):
             try:
@@ -269,11 +278,12 @@ class KafkaCluster:
     def _layouts(self) -> list[NodeLayout]:
         listeners = [*CLIENT_LISTENERS, "CONTROLLER"]
         ports = iter(free_ports(self.host, len(listeners) * self.node_count))
+        fixed = {"PLAINTEXT": self.port} if self.port is not None else {}
         workdir = self.workdir
         layouts = [
             NodeLayout(
                 node_id=node_id,
-                ports={name: next(ports) for name in listeners},
+                ports={name: fixed.get(name) or next(ports) for name in listeners},
                 log_dir=str(workdir / f"node-{node_id}" / "data"),
                 host=self.host,
                 protocols=CLIENT_LISTENERS,

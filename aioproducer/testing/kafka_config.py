@@ -106,6 +106,7 @@ def render_properties(
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{protocol_map}",
         "log.dirs": node.log_dir,
+        "auto.create.topics.enable": "true",  # Kafka's default, said here as compose.yaml says it
         "num.partitions": "4",
         "default.replication.factor": str(replication),
         "min.insync.replicas": str(min_isr),

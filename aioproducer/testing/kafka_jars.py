@@ -21,7 +21,7 @@ __all__ = [
     "require_tool",
 ]
 
-DEFAULT_KAFKA_VERSION = "4.1.1"
+DEFAULT_KAFKA_VERSION = "4.4.0"
 CACHE_ENV = "AIOPRODUCER_KAFKA_CACHE"
 # The dependency plugin is pinned: Maven 3.8 defaults to a 2.x plugin whose `copy-dependencies` behaves differently.
 _DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"

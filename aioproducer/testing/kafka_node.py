@@ -28,6 +28,7 @@ __all__ = [
     "address",
     "format_storage",
     "free_ports",
+    "port_is_free",
     "random_cluster_id",
     "wait_for_brokers",
     "without_controller",
@@ -50,6 +51,17 @@ def random_cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):
             return text
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Whether `port` on `host` can be bound now (a fixed port chosen by the user, checked before a JVM starts)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def free_ports(host: str, count: int) -> list[int]:

@@ -155,6 +155,9 @@ class JavaPeer:
             f"acks={'all' if spec.idempotent else '1'}",
             f"enable.idempotence={'true' if spec.idempotent else 'false'}",
             f"compression.type={spec.compression}",
+            # As in ProducerBench.java: 4.4's cluster check (KIP-1242) names the cluster in ApiVersions v5, which
+            # Tansu drops; the producer would retry forever.
+            "metadata.cluster.check.enable=false",
         ]
         if linger_ms is not None:
             props.append(f"linger.ms={linger_ms}")

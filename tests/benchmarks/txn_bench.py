@@ -1,6 +1,7 @@
 """Transactional throughput side by side: transactions of 1 k and 10 k records of 100 B, committed one after the other,
 by aioproducer (enqueue loop and send_many), confluent-kafka's Producer and the Java producer, against one real Kafka
-4.1.1 node (transactions need a real coordinator). Each run is its own process; clients alternate; medians of rounds.
+node of the default release (transactions need a real coordinator). Each run is its own process; clients alternate;
+medians of rounds.
 
     python -m tests.benchmarks.txn_bench [--quick] [--rounds N] [--clients aioproducer,java,...]
 
@@ -26,6 +27,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from aioproducer.testing.kafka_jars import DEFAULT_KAFKA_VERSION
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent / "results"
 JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "TxnBench.java"
@@ -34,7 +37,7 @@ LABELS = {
     "aioproducer": "aioproducer (enqueue loop)",
     "aioproducer_send_many": "aioproducer (send_many)",
     "confluent": "confluent-kafka Producer",
-    "java": "Java KafkaProducer 4.1.1",
+    "java": f"Java KafkaProducer {DEFAULT_KAFKA_VERSION}",
 }
 SIZES = (1_000, 10_000)
 VALUE_SIZE = 100
@@ -196,10 +199,10 @@ def _write(
         "",
         f"`python -m tests.benchmarks.txn_bench`: {records:,} records of {VALUE_SIZE} B per run, in transactions of "
         f"1 k or 10 k records committed one after the other (linger 5 ms, acks=all, idempotence), against one real "
-        f"Kafka 4.1.1 node (transaction version 2) on the same 2-core machine; each client first runs the same "
-        f"transactions untimed in the same process (warm peers), then the timed ones; median of {rounds} rounds, "
-        "clients alternating, read_committed counts checked on the broker. CPU-s: the client process's, warm-up and "
-        "start-up included (the JVM's start and JIT for Java).",
+        f"Kafka {DEFAULT_KAFKA_VERSION} node (transaction version 2) on the same 2-core machine; each client first "
+        f"runs the same transactions untimed in the same process (warm peers), then the timed ones; median of {rounds} "
+        "rounds, clients alternating, read_committed counts checked on the broker. CPU-s: the client process's, "
+        "warm-up and start-up included (the JVM's start and JIT for Java).",
         "",
         "| client | 1 k records / txn | 10 k records / txn | CPU-s (1 k, 10 k) |",
         "|---|---|---|---|",

@@ -11,6 +11,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from aioproducer.testing.kafka_jars import DEFAULT_KAFKA_VERSION
 from tests.benchmarks.rows import MATCHED_BATCH_BYTES, MATCHED_LINGER_MS
 
 __all__ = [
@@ -49,7 +50,7 @@ CLIENT_LABELS = {
 # Tansu (an embedded broker, fresh per run) runs the workloads below only when asked (`--brokers tansu,kafka`).
 BROKERS = ("tansu", "kafka")
 DEFAULT_BROKERS = ("kafka",)
-BROKER_LABELS = {"tansu": "Tansu (embedded)", "kafka": "Apache Kafka 4.1.1 (one node)"}
+BROKER_LABELS = {"tansu": "Tansu (embedded)", "kafka": f"Apache Kafka {DEFAULT_KAFKA_VERSION} (one node)"}
 BOTH_BROKERS = BROKERS
 # The workloads below run every client with the same linger (librdkafka's and Java's default; aiokafka and
 # kafka-python default to 0) and its own batch size: batching "linger".
