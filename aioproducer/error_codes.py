@@ -384,9 +384,7 @@ DEFAULT_MESSAGES: Mapping[ErrorCode, str] = MappingProxyType(
         ),
         ErrorCode.SHARE_SESSION_NOT_FOUND: "The share session was not found.",
         ErrorCode.INVALID_SHARE_SESSION_EPOCH: "The share session epoch is invalid.",
-        ErrorCode.FENCED_STATE_EPOCH: (
-            "The coordinator rejected the request because the state epoch did not match."
-        ),
+        ErrorCode.FENCED_STATE_EPOCH: ("The coordinator rejected the request because the state epoch did not match."),
         ErrorCode.INVALID_VOTER_KEY: "The voter key doesn't match the receiving replica's key.",
         ErrorCode.DUPLICATE_VOTER: "The voter is already part of the set of voters.",
         ErrorCode.VOTER_NOT_FOUND: "The voter is not part of the set of voters.",
