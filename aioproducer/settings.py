@@ -57,6 +57,8 @@ class ProducerSettings(TypedDict, total=False):
     close_timeout_ms: int | None
     partitioner: Literal["default", "round_robin", "uniform_sticky"] | str | PartitionerLike
     partitioner_ignore_keys: bool
+    partitioner_adaptive_partitioning_enable: bool
+    partitioner_availability_timeout_ms: int
     key_serializer: SerializerSetting
     value_serializer: SerializerSetting
     interceptor_classes: str | Sequence[Any]
