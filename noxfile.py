@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 
@@ -22,8 +23,8 @@ nox.options.reuse_existing_virtualenvs = True
 
 ROOT = Path(__file__).resolve().parent
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
-# The interpreter that runs the whole suite (every broker, Spark, the older Kafka line); the others run the
-# broker-free, Tansu and librdkafka-mock tests (`-m "not kafka"`), compiled and pure, within CI's time.
+# The interpreter that runs the whole suite (every broker, Spark, the older Kafka line, both twins); the others run
+# the broker-free, Tansu and librdkafka-mock tests (`-m "not kafka"`) on the compiled twins, within CI's time.
 FULL_SUITE_PYTHON = "3.11"
 
 
@@ -75,9 +76,9 @@ PURE = {"AIOPRODUCER_NO_EXTENSIONS": "1"}
 def tests(session: nox.Session) -> None:
     """The test suite, on each CPython 3.10-3.13 found. On FULL_SUITE_PYTHON: everything, on real Apache Kafka
     (started by the tests from Maven Central's jars; AIOPRODUCER_BOOTSTRAP points the default broker elsewhere),
-    Tansu and librdkafka's mock cluster, compiled then pure Python (each time the `kafka`-marked tests beside the
-    others), then the core broker suites on the last 3.x Kafka. On the others: every test that needs no Kafka JVM
-    (`-m "not kafka"`), compiled and pure Python side by side.
+    Tansu and librdkafka's mock cluster, compiled then pure Python (the `kafka`-marked tests in one lane, the others
+    and then the core broker suites on the last 3.x Kafka in another, side by side). On the others: every test that
+    needs no Kafka JVM (`-m "not kafka"`) on the compiled twins, its files in two lanes side by side.
     A full run (no arguments) then has the docs session build the documentation site. Arguments after `--` go to
     pytest instead (`nox -s tests-3.13 -- tests/test_x.py`)."""
     ensure_java_and_maven(session, jdk=True)  # javac: the suite compiles a probe against Kafka's own classes
@@ -87,40 +88,60 @@ def tests(session: nox.Session) -> None:
         session.run("pytest", *session.posargs)
         return
     if session.python != FULL_SUITE_PYTHON:
-        # Side by side, one core each: a pytest run of these tests keeps one core busy and leaves the other idle.
-        broker_free = ["pytest", "-m", "not kafka", "-p", "no:cacheprovider"]
-        _side_by_side(session, ([*broker_free, "--durations=5"], {}), ([*broker_free, *_COMPILED_ONLY], PURE))
+        # What differs between Pythons is the compiled twins (built for each ABI) and asyncio's own behaviour, which
+        # the compiled run exercises as much as the pure one; the pure twins are the same code on every Python, run
+        # whole on FULL_SUITE_PYTHON. The test files are dealt into two lanes, one core each.
+        broker_free = ["pytest", "-m", "not kafka", "-p", "no:cacheprovider", "--durations=5"]
+        first, second = _two_halves(sorted(str(path.relative_to(ROOT)) for path in ROOT.glob("tests/test_*.py")))
+        _side_by_side(session, [([*broker_free, *first], {})], [([*broker_free, *second], {})])
         return
     session.notify("docs")  # the full run also builds the documentation site, warnings as errors
-    # The tests on real Kafka wait on a JVM much of the time: the broker-free ones run beside them, on the other core.
+    # The tests on real Kafka wait on a JVM much of the time: the broker-free ones run beside them, on the other core,
+    # compiled then on the pure-Python twins of the compiled hot path (what installs without a C compiler get), then
+    # the core broker suites on the last 3.x Kafka; the two lanes take about as long.
     kafka = ["pytest", "-m", "kafka", "-p", "no:cacheprovider", "--durations=25"]
     broker_free = ["pytest", "-m", "not kafka", "-p", "no:cacheprovider", "--durations=5"]
-    _side_by_side(session, (kafka, {}), (broker_free, {}))
-    # Again on the pure-Python twins of the compiled hot path (what installs without a C compiler get).
-    _side_by_side(session, ([*kafka, *_COMPILED_ONLY], PURE), ([*broker_free, *_COMPILED_ONLY], PURE))
     older = {"AIOPRODUCER_KAFKA_VERSION": KAFKA.OLDER_KAFKA_VERSION, "AIOPRODUCER_BOOTSTRAP": ""}
-    session.run("pytest", *KAFKA.CORE_BROKER_SUITES, env=older)
+    _side_by_side(
+        session,
+        [(kafka, {}), ([*kafka, *_COMPILED_ONLY], PURE)],
+        [(broker_free, {}), ([*broker_free, *_COMPILED_ONLY], PURE), (["pytest", *KAFKA.CORE_BROKER_SUITES], older)],
+    )
 
 
-def _side_by_side(session: nox.Session, *runs: tuple[list[str], dict[str, str]]) -> None:
-    """Run commands of the session's virtualenv at once, each with its own extra environment; print each one's
-    output in turn once all have ended, and fail the session if any failed."""
+def _two_halves(files: list[str]) -> tuple[list[str], list[str]]:
+    """The files dealt alternately into two lists (neighbouring files are often alike in length)."""
+    return files[0::2], files[1::2]
+
+
+def _side_by_side(session: nox.Session, *lanes: list[tuple[list[str], dict[str, str]]]) -> None:
+    """Run lanes of commands of the session's virtualenv at once, each lane's commands one after another, each with
+    its own extra environment; print each command's output once its lane has ended, and fail the session if any
+    command failed (a lane goes on after a failure, so one run shows every failure)."""
     logs = Path(session.create_tmp())
     env = {**os.environ, "PATH": os.pathsep.join([str(session.bin), os.environ.get("PATH", "")])}
-    started = []
-    for index, (command, extra) in enumerate(runs):
-        log = (logs / f"run-{index}.log").open("w")
-        session.log(f"{' '.join(command)} (at once, environment {extra or 'as is'})")
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**env, **extra}, cwd=ROOT)
-        started.append((command, extra, process, log))
-    failed = []
-    for command, extra, process, log in started:
-        status = process.wait()
-        log.close()
-        session.log(f"{' '.join(command)} {extra or ''}: exit {status}")
-        print(Path(log.name).read_text(), flush=True)
-        if status != 0:
-            failed.append(" ".join(command))
+    failed: list[str] = []
+
+    def run_lane(index: int, lane: list[tuple[list[str], dict[str, str]]]) -> list[tuple[str, int, Path]]:
+        ran = []
+        for step, (command, extra) in enumerate(lane):
+            log = logs / f"lane-{index}-{step}.log"
+            with log.open("w") as out:
+                status = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT, env={**env, **extra}, cwd=ROOT)
+            ran.append((f"{' '.join(command)} {extra or ''}".strip(), status, log))
+        return ran
+
+    for index, lane in enumerate(lanes):
+        for command, extra in lane:
+            session.log(f"lane {index + 1}: {' '.join(command)} (environment {extra or 'as is'})")
+    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+        results = list(pool.map(lambda item: run_lane(*item), enumerate(lanes)))
+    for ran in results:
+        for command, status, log in ran:
+            session.log(f"{command}: exit {status}")
+            print(log.read_text(), flush=True)
+            if status != 0:
+                failed.append(command)
     if failed:
         session.error("failed: " + "; ".join(failed))
 
