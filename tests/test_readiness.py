@@ -9,7 +9,7 @@ import importlib.util
 import logging
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -33,11 +33,16 @@ def load_example(name: str) -> ModuleType:
     return module
 
 
-def unused_address() -> str:
-    """A loopback address where nothing listens (connections are refused at once)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{probe.getsockname()[1]}"
+@pytest.fixture
+def refused_address() -> Iterator[str]:
+    """A loopback address where nothing listens (connections are refused at once), for the whole test.
+
+    The port stays bound, never listening, until the test ends. (It used to be released at once: a broker that
+    another test process started meanwhile could take the same port, and the "unreachable" producer then reached it,
+    which once made an outage start twice in the log.)"""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{holder.getsockname()[1]}"
 
 
 async def wait_until(condition: Callable[[], bool], timeout_s: float = 60, what: str = "condition") -> None:
@@ -64,9 +69,9 @@ async def test_fastapi_ready_answers_200_right_after_startup_when_the_cluster_an
     assert live.status_code == 200 and live.json()["live"] is True
 
 
-async def test_fastapi_ready_answers_503_with_the_reason_when_the_cluster_does_not() -> None:
+async def test_fastapi_ready_answers_503_with_the_reason_when_the_cluster_does_not(refused_address: str) -> None:
     example = load_example("fastapi_app")
-    app = example.create_app(example.Settings(bootstrap=unused_address(), max_block_ms=2000))
+    app = example.create_app(example.Settings(bootstrap=refused_address, max_block_ms=2000))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
@@ -101,10 +106,12 @@ async def test_an_idle_connection_closing_does_not_unready_the_producer(tansu_bo
         assert health.ready and health.reason is None, health
 
 
-async def test_an_unreachable_cluster_shows_in_the_log_health_and_metrics(caplog: pytest.LogCaptureFixture) -> None:
+async def test_an_unreachable_cluster_shows_in_the_log_health_and_metrics(
+    caplog: pytest.LogCaptureFixture, refused_address: str
+) -> None:
     """Bug: with no bootstrap server answering, the producer was silent until MetadataTimeoutError: no WARNING was
     logged, `health().last_error` stayed None and `metadata-age` read 0 though no metadata had ever arrived."""
-    address = unused_address()
+    address = refused_address
     caplog.set_level(logging.INFO, logger="aioproducer")
     async with Producer(address, max_block_ms=1500, reconnect_backoff_ms=20, reconnect_backoff_max_ms=50) as producer:
         # start() waited for the first attempt: the outage is visible at once, not after max_block_ms.
@@ -122,13 +129,13 @@ async def test_an_unreachable_cluster_shows_in_the_log_health_and_metrics(caplog
 
 
 async def test_outage_warnings_repeat_at_most_once_per_interval(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, refused_address: str
 ) -> None:
     from aioproducer import observer
 
     monkeypatch.setattr(observer, "OUTAGE_LOG_INTERVAL_MS", 300)
     caplog.set_level(logging.WARNING, logger="aioproducer")
-    async with Producer(unused_address(), reconnect_backoff_ms=10, reconnect_backoff_max_ms=20, retry_backoff_ms=10):
+    async with Producer(refused_address, reconnect_backoff_ms=10, reconnect_backoff_max_ms=20, retry_backoff_ms=10):
         await asyncio.sleep(1.0)
     lines = [r.getMessage() for r in caplog.records if "no broker answers" in r.getMessage()]
     assert lines[0].startswith("no broker answers")
