@@ -26,7 +26,10 @@ __all__ = [
 ]
 
 KAFKA_PREFIX = "kafka."
-DEFAULT_CHUNK_ROWS = 4096
+# Above the Arrow batches Spark hands a Python worker (spark.sql.execution.arrow.maxRecordsPerBatch, 10,000 rows by
+# default), so that each is one send_table call: a call costs a hand-off to the producer's loop thread and sends its
+# last batches at once. Outside Spark, 1 M rows in chunks of 4096 cost 0.55 client CPU-us per row, in 10,000s 0.33.
+DEFAULT_CHUNK_ROWS = 16384
 # A Python worker Spark keeps idle for a minute is stopped anyway (PythonWorkerFactory's idle timeout).
 DEFAULT_CACHE_TIMEOUT_MS = 60_000
 _MAX_CHUNK_ROWS = 1_000_000
