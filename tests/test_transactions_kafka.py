@@ -273,6 +273,65 @@ async def test_empty_transactions_commit_and_abort(cluster: KafkaCluster, transa
     assert values(cluster.bootstrap_servers, topic, "read_committed") == [b"real"]
 
 
+async def test_back_to_back_transactions_send_without_probes_or_retries(
+    cluster: KafkaCluster, transaction_version: int
+) -> None:
+    """Regression: under transaction version 2 every commit gives the producer a new epoch, and each partition's first
+    batch of the next transaction went out alone as a probe (idempotence.R5), the partition's other batches waiting
+    for its answer: small transactions committed one after another paid a round trip per partition. A partition whose
+    broker acknowledged the producer id a moment ago now starts the new epoch without a probe; only the very first
+    transaction probes, and no batch is retried."""
+    topic = new_topic(cluster, partitions=3)
+    stamped: list[tuple[int, int, bool]] = []  # (transaction, partition, stamped as a probe)
+    held_behind_probe: list[tuple[int, int]] = []
+    retried: list[int] = []
+    current = [0]  # the transaction under way
+    # Small batches: each partition has several per transaction, all ready at once when the commit flushes.
+    async with transactional(cluster, batch_size=2048, batch_max_size=2048) as producer:
+        assert_version(producer, transaction_version)
+        assert producer._txn is not None
+        idem = producer._txn._idem
+        may_drain, on_drain, on_response = idem.may_drain, idem.on_drain, idem.on_response
+
+        def watched_may_drain(batch: Any) -> bool:
+            allowed = may_drain(batch)
+            stream = idem._streams.get(batch.tp)
+            if not allowed and stream is not None and stream.probe is not None:
+                held_behind_probe.append((current[0], batch.tp[1]))
+            return allowed
+
+        def watched_on_drain(batch: Any, now_ms: int = 0) -> None:
+            new = batch.base_sequence < 0
+            on_drain(batch, now_ms)
+            if new:
+                stamped.append((current[0], batch.tp[1], idem._streams[batch.tp].probe is batch))
+
+        def watched_on_response(batch: Any, error_code: int, now_ms: int, **answer: Any) -> Any:
+            decision = on_response(batch, error_code, now_ms, **answer)
+            if decision.action.value == "retry":
+                retried.append(error_code)
+            return decision
+
+        idem.may_drain, idem.on_drain, idem.on_response = watched_may_drain, watched_on_drain, watched_on_response
+        epochs = []
+        for number in range(6):
+            current[0] = number
+            await producer.begin_transaction()
+            for i in range(60):
+                await producer.enqueue(topic, b"v" * 100, partition=i % 3)
+            await producer.commit_transaction()
+            epochs.append(idem.producer_epoch)
+    if transaction_version >= 2:
+        assert len(set(epochs)) == len(epochs), f"TV2 gives every transaction a new epoch: {epochs}"
+    assert len({(t, p) for t, p, _ in stamped}) == 6 * 3, "every transaction wrote to every partition"
+    assert all(sum(1 for t, p, _ in stamped if (t, p) == key) >= 2 for key in {(t, p) for t, p, _ in stamped})
+    later_probes = [(t, p) for t, p, probe in stamped if probe and t > 0]
+    assert later_probes == [], f"after the first transaction no batch waits as a probe: {later_probes}"
+    assert [t for t, _ in held_behind_probe if t > 0] == [], "no batch held back behind a probe"
+    assert retried == [], f"no Produce was retried: {retried}"
+    assert len(values(cluster.bootstrap_servers, topic, "read_committed")) == 6 * 60
+
+
 async def test_commit_after_a_failed_send_raises_and_abort_recovers(
     cluster: KafkaCluster, transaction_version: int
 ) -> None:
