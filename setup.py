@@ -43,7 +43,7 @@ NATIVE_CODECS = [
 
 def configure_native_codecs(module: Extension) -> None:
     """Compile the pipeline with each codec library this machine can link, and with zlib and threads."""
-    module.include_dirs.append("aioproducer/records")
+    module.include_dirs.append(str(Path(module.sources[0]).parent))  # its C header sits beside it
     module.libraries.append("z")
     module.extra_compile_args.append("-pthread")
     module.extra_link_args.append("-pthread")
@@ -97,7 +97,7 @@ def extensions() -> list[Extension]:
         for source in sources
     ]
     for module in modules:
-        if module.name == "aioproducer.records._pipeline":
+        if module.name == "aioproducer.send._pipeline":
             configure_native_codecs(module)
     translated: list[Extension] = []
     for module in modules:

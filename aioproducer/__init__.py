@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from . import errors
-from .config import ProducerConfig
-from .delivery import Delivery
-from .models import ProducerRecord, RecordMetadata
-from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner, TopicPartitions, murmur2
-from .producer import Producer
-from .settings import ProducerSettings
-from .version import __version__
+from aioproducer import errors
+from aioproducer.config import ProducerConfig
+from aioproducer.deliveries.delivery import Delivery
+from aioproducer.models import ProducerRecord, RecordMetadata
+from aioproducer.partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner, TopicPartitions, murmur2
+from aioproducer.producer import Producer
+from aioproducer.settings import ProducerSettings
+from aioproducer.version import __version__
 
 __all__ = [
     "DefaultPartitioner",

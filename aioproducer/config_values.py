@@ -11,9 +11,9 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from aioproducer.compression import CompressionType, validate_level
 from aioproducer.errors import ConfigError
 from aioproducer.protocol import MAX_STRING_BYTES
+from aioproducer.records.compression import CompressionType, validate_level
 from aioproducer.serializers import resolve_serializer
 
 __all__ = [

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .models import ProducerRecord, RecordMetadata, record_of
+from aioproducer.models import ProducerRecord, RecordMetadata, record_of
 
 __all__ = ["BatchWritten", "Hook", "HookChain", "RequestDone", "TransactionEvent", "load_interceptor"]
 

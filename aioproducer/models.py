@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .accelerated import compiled_twin
+from aioproducer.accelerated import compiled_twin
 
 if TYPE_CHECKING:
     # The class both twins' arrays are typed as (columnar.arrow's Int64Array is declared as it), named from the
     # module that defines it: columnar.arrow imports Header from here, and a module pair must not import each other.
-    from .columnar.export import PureInt64Array as Int64Array
+    from aioproducer.columnar.export import PureInt64Array as Int64Array
 
 __all__ = ["Header", "ProducerRecord", "RecordMetadata", "RowFailures", "TableReport", "record_of"]
 

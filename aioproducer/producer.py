@@ -15,15 +15,17 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .accumulator import RecordAccumulator
-from .appender import RECORD_MEMORY_OVERHEAD, Appender, PreparedRecord
-from .bulk_deliveries import BulkDeliveries, wait_all
-from .cluster import Cluster, monotonic_ms
-from .columnar.reader import ArrowReader
-from .compression import CompressionType
-from .config import ProducerConfig
-from .delivery import BatchOutcome, Delivery, resolve
-from .errors import (
+from aioproducer.append.appender import RECORD_MEMORY_OVERHEAD, Appender, PreparedRecord
+from aioproducer.append.table_appender import TableAppender
+from aioproducer.append.table_records import send_table_as_records
+from aioproducer.buffer.accumulator import RecordAccumulator
+from aioproducer.buffer.memory import MemoryWaiters
+from aioproducer.columnar.reader import ArrowReader
+from aioproducer.config import ProducerConfig
+from aioproducer.deliveries.bulk import BulkDeliveries, wait_all
+from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve
+from aioproducer.deliveries.table import TableDeliveries
+from aioproducer.errors import (
     AioProducerError,
     InvalidRecordError,
     InvalidTableError,
@@ -36,26 +38,24 @@ from .errors import (
     UnknownPartitionError,
     WouldBlockError,
 )
-from .health import Health, health_of
-from .idempotence import IdempotenceState
-from .memory import MemoryWaiters
-from .metadata import TopicInfo
-from .metrics import MetricsSnapshot
-from .models import ProducerRecord, RecordMetadata, TableReport
-from .observer import Observer, new_observer
-from .partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
-from .record_hooks import RecordHooks
-from .records.layout import BATCH_HEADER_SIZE
-from .sender import Sender
-from .serializers import RecordSerializer, resolve_serializer
-from .settings import ProducerSettings
-from .table_appender import TableAppender
-from .table_deliveries import TableDeliveries
-from .table_records import send_table_as_records
-from .transactions import BatchHooks, TransactionManager
-from .transactions_api import TransactionalMethods
-from .transactions_state import State as TransactionPhase
-from .validation import check_topic
+from aioproducer.idempotence.sequences import IdempotenceState
+from aioproducer.models import ProducerRecord, RecordMetadata, TableReport
+from aioproducer.network.cluster import Cluster, monotonic_ms
+from aioproducer.network.metadata import TopicInfo
+from aioproducer.observability.health import Health, health_of
+from aioproducer.observability.metrics import MetricsSnapshot
+from aioproducer.observability.observer import Observer, new_observer
+from aioproducer.observability.record_hooks import RecordHooks
+from aioproducer.partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
+from aioproducer.records.compression import CompressionType
+from aioproducer.records.layout import BATCH_HEADER_SIZE
+from aioproducer.send.sender import Sender
+from aioproducer.serializers import RecordSerializer, resolve_serializer
+from aioproducer.settings import ProducerSettings
+from aioproducer.transactions.api import TransactionalMethods
+from aioproducer.transactions.manager import BatchHooks, TransactionManager
+from aioproducer.transactions.state import State as TransactionPhase
+from aioproducer.validation import check_topic
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from 3.11; only type checkers read it
@@ -77,7 +77,7 @@ class Producer(TransactionalMethods):
     type checker catches a misspelt one), or a dict of Java keys (`config={"linger.ms": 5}`). See `ProducerConfig`
     for every setting and its default. With `transactional_id` the producer is transactional: see
     `TransactionalMethods` for begin / commit / abort / send_offsets. `health()` answers readiness and liveness
-    probes (`aioproducer.health` states the rules).
+    probes (`aioproducer.observability.health` states the rules).
     """
 
     def __init__(
@@ -792,7 +792,7 @@ class Producer(TransactionalMethods):
 
     def health(self) -> Health:
         """Whether the producer is ready (can deliver now) and live (may yet), why not, and what they rest on: for
-        readiness and liveness probes. The rules are `aioproducer.health`'s."""
+        readiness and liveness probes. The rules are `aioproducer.observability.health`'s."""
         started = self._state != _NEW
         return health_of(
             self._state,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .errors import InvalidRecordError, UnknownPartitionError
-from .records.layout import INT64_MAX, MAX_RECORD_OVERHEAD
+from aioproducer.errors import InvalidRecordError, UnknownPartitionError
+from aioproducer.records.layout import INT64_MAX, MAX_RECORD_OVERHEAD
 
 __all__ = [
     "HEADER_OVERHEAD_BYTES",

@@ -8,12 +8,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from aioproducer import partitioner, table_appender, table_deliveries
-from aioproducer.accumulator import RecordAccumulator
+from aioproducer import partitioner
+from aioproducer.append import table_appender
+from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.columnar.reader import ArrowReader
-from aioproducer.compression import CompressionType
-from aioproducer.delivery import BatchOutcome
-from aioproducer.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
+from aioproducer.deliveries import table as table_deliveries
+from aioproducer.deliveries.delivery import BatchOutcome
+from aioproducer.network.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
+from aioproducer.records.compression import CompressionType
 from tests.twins import use_twin
 
 NOW_MS = 1_700_000_000_500
@@ -52,9 +54,9 @@ def run_table(kind: str, table: Any, batch_size: int = 600) -> tuple[Any, ...]:
         deliveries = table_deliveries.TableDeliveries(True)
         compiled = kind == "compiled"
         assert type(appender).__module__ == (
-            "aioproducer._table_appender" if compiled else "aioproducer.table_appender"
+            "aioproducer.append._table_appender" if compiled else "aioproducer.append.table_appender"
         )
-        assert type(deliveries).__module__.endswith("_table_deliveries" if compiled else ".table_deliveries")
+        assert type(deliveries).__module__.endswith("deliveries._table" if compiled else "deliveries.table")
         columns = ["topic", "key", "value", "partition", "timestamp", "headers"]
         names = set(table.column_names)
         roles = {role: role for role in columns if role in names}

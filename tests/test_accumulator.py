@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from aioproducer.accumulator import RecordAccumulator
-from aioproducer.compression import CompressionType
-from aioproducer.delivery import BatchOutcome, resolve
-from aioproducer.idempotence import IdempotenceState
+from aioproducer.buffer.accumulator import RecordAccumulator
+from aioproducer.deliveries.delivery import BatchOutcome, resolve
+from aioproducer.idempotence.sequences import IdempotenceState
 from aioproducer.records import read_batches
+from aioproducer.records.compression import CompressionType
 
 TP = ("t", 0)
 

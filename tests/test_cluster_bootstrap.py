@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from aioproducer.cluster import Cluster
 from aioproducer.config import ProducerConfig
-from aioproducer.connection import BrokerConnection
+from aioproducer.network.cluster import Cluster
+from aioproducer.network.connection import BrokerConnection
 
 
 async def test_concurrent_callers_share_one_bootstrap_connection(bootstrap: str, monkeypatch: object) -> None:

@@ -14,8 +14,8 @@ import lz4.frame
 import pytest
 import zstandard
 
-from aioproducer.compression import CompressionType, compress, decompress, validate_level
 from aioproducer.errors import ConfigError, ProtocolError
+from aioproducer.records.compression import CompressionType, compress, decompress, validate_level
 
 CODECS = [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4, CompressionType.ZSTD]
 # Compressible text plus random bytes, longer than one lz4 block (64 KiB) and several xerial blocks (32 KiB).

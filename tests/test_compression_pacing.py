@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from aioproducer import Producer, RecordMetadata
-from aioproducer.compression import CompressionType
-from aioproducer.compression_pacing import ON_LOOP_BUDGET_NS, CompressionPacer
+from aioproducer.records.compression import CompressionType
+from aioproducer.send.compression_pacing import ON_LOOP_BUDGET_NS, CompressionPacer
 from aioproducer.testing import read_back
 from tests.twins import use_twin
 

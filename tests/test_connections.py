@@ -14,11 +14,11 @@ from contextlib import asynccontextmanager
 import pytest
 
 from aioproducer import Producer
-from aioproducer.cluster import Cluster
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import ConnectionFailedError
-from aioproducer.metadata import BrokerInfo, ClusterMetadata
-from aioproducer.node_states import ExponentialBackoff, NodeLatency, NodeStates, idle_expiry
+from aioproducer.network.cluster import Cluster
+from aioproducer.network.metadata import BrokerInfo, ClusterMetadata
+from aioproducer.network.node_states import ExponentialBackoff, NodeLatency, NodeStates, idle_expiry
 from aioproducer.testing import MockCluster
 
 

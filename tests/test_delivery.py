@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioproducer import bulk_deliveries as bulk_module
-from aioproducer import delivery as delivery_module
-from aioproducer.bulk_deliveries import BulkDeliveries, wait_all
-from aioproducer.delivery import BatchOutcome, Delivery, resolve
+from aioproducer.deliveries import bulk as bulk_module
+from aioproducer.deliveries import delivery as delivery_module
+from aioproducer.deliveries.bulk import BulkDeliveries, wait_all
+from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve
 from aioproducer.errors import DeliveryTimeoutError, InvalidRecordError
 from aioproducer.models import ProducerRecord, RecordMetadata
 from tests.twins import TWINS, use_twin

@@ -25,8 +25,8 @@ from aioproducer.security.sasl import SaslCredentials
 # Exceptions the library raises and catches inside itself, as signals between its parts; none reaches a caller.
 INTERNAL_SIGNALS = {
     "aioproducer.columnar.cdata.CapsuleError",  # the columnar reader wraps it in InvalidTableError
-    "aioproducer.transactions_coordinator.Retry",
-    "aioproducer.transactions_coordinator.CoordinatorRefused",
+    "aioproducer.transactions.coordinator.Retry",
+    "aioproducer.transactions.coordinator.CoordinatorRefused",
     "aioproducer.security.oidc._Unretryable",
 }
 

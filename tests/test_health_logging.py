@@ -69,7 +69,6 @@ async def test_retries_are_logged_at_debug(mock_cluster: MockCluster, caplog: py
     assert "NotEnoughReplicas" in retries[0].getMessage() or "replicas" in retries[0].getMessage().lower()
 
 
-
 async def test_the_producer_id_is_logged_once_by_the_idempotence_logger(
     mock_cluster: MockCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -81,6 +80,7 @@ async def test_the_producer_id_is_logged_once_by_the_idempotence_logger(
         await producer.send("id-log", b"v")
     lines = [r for r in caplog.records if r.getMessage().startswith("producer id ")]
     assert [(r.name, r.levelno) for r in lines] == [("aioproducer.idempotence", logging.INFO)], lines
+
 
 async def test_no_log_line_ever_shows_a_password(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)

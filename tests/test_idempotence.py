@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import DeliveryTimeoutError, TransportError
-from aioproducer.idempotence import (
+from aioproducer.idempotence.sequences import (
     IDLE_PROBE_MS,
     MAX_TRACKED_PER_PARTITION,
     NO_PRODUCER_EPOCH,
@@ -25,9 +25,9 @@ from aioproducer.kafka_errors import (
     OutOfOrderSequenceNumberError,
     ProducerFencedError,
 )
-from aioproducer.transactions_state import State as TxnState
-from aioproducer.transactions_state import TransactionState
-from aioproducer.transactions_verdicts import produce_failure_is_fatal
+from aioproducer.transactions.state import State as TxnState
+from aioproducer.transactions.state import TransactionState
+from aioproducer.transactions.verdicts import produce_failure_is_fatal
 
 TP = ("t", 0)
 OTHER = ("t", 1)

@@ -28,13 +28,13 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from aioproducer.accumulator import ProducerBatch, RecordAccumulator
-from aioproducer.compression import CompressionType
-from aioproducer.delivery import BatchOutcome
+from aioproducer.buffer.accumulator import ProducerBatch, RecordAccumulator
+from aioproducer.deliveries.delivery import BatchOutcome
 from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import TransportError
-from aioproducer.idempotence import IDLE_PROBE_MS, Action, IdempotenceState, wire_sequence
+from aioproducer.idempotence.sequences import IDLE_PROBE_MS, Action, IdempotenceState, wire_sequence
 from aioproducer.records import read_batches
+from aioproducer.records.compression import CompressionType
 
 PARTITIONS = [("t", 0), ("t", 1)]
 SPAN = 2**31

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aioproducer.error_codes import ErrorCode
-from aioproducer.metadata import ClusterMetadata, MetadataState
+from aioproducer.network.metadata import ClusterMetadata, MetadataState
 
 
 def response(partitions: int = 3, *, leader: int = 1, topic_error: int = 0, name: str = "t") -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from aioproducer.metadata import ClusterMetadata, MetadataState
+from aioproducer.network.metadata import ClusterMetadata, MetadataState
 
 TOPIC_ID = uuid.UUID(int=0xABC)
 BROKERS = [{"node_id": n, "host": "127.0.0.1", "port": 9000 + n, "rack": None} for n in (1, 2, 3)]

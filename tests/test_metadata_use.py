@@ -10,14 +10,14 @@ import uuid
 from typing import Any
 
 from aioproducer import Producer, ProducerRecord, RecordMetadata
-from aioproducer.accumulator import RecordAccumulator
-from aioproducer.appender import Appender
-from aioproducer.compression import CompressionType
+from aioproducer.append.appender import Appender
+from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.config import ProducerConfig
-from aioproducer.delivery import BatchOutcome, Delivery
-from aioproducer.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
+from aioproducer.deliveries.delivery import BatchOutcome, Delivery
+from aioproducer.network.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
 from aioproducer.partitioner import partition_for_key
 from aioproducer.producer import _resolve_partitioner
+from aioproducer.records.compression import CompressionType
 from aioproducer.serializers import resolve_serializer
 from aioproducer.testing import KafkaCluster, MockCluster
 

@@ -11,7 +11,7 @@ import pytest
 from aioproducer import Producer, ProducerRecord
 from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import BufferExhaustedError, KafkaError
-from aioproducer.metrics import Gauges, Histogram, ProducerMetrics
+from aioproducer.observability.metrics import Gauges, Histogram, ProducerMetrics
 from aioproducer.testing import MockCluster
 from aioproducer.validation import record_size
 from tests.twins import TWINS, use_twin

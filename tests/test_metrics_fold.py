@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aioproducer.hooks import HookChain
-from aioproducer.metrics import LATENCY_BUCKETS_MS, Gauges, Histogram, ProducerMetrics
-from aioproducer.metrics_fold import PENDING_BOUND
-from aioproducer.observer import Observer
+from aioproducer.observability.metrics import LATENCY_BUCKETS_MS, Gauges, Histogram, ProducerMetrics
+from aioproducer.observability.metrics_fold import PENDING_BOUND
+from aioproducer.observability.observer import Observer
 from aioproducer.records.layout import BATCH_HEADER_SIZE
 
 OVERHEAD = 70

@@ -10,9 +10,9 @@ import pytest
 
 from aioproducer import Producer
 from aioproducer.errors import InvalidRecordError, ProducerClosedError, TransactionAbortedError
-from aioproducer.health import Health
 from aioproducer.kafka_errors import NotEnoughReplicasError
-from aioproducer.metrics import MetricsSnapshot
+from aioproducer.observability.health import Health
+from aioproducer.observability.metrics import MetricsSnapshot
 from aioproducer.testing import MockProducer
 from aioproducer.validation import record_size
 

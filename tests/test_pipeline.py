@@ -18,13 +18,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aioproducer import Producer, RecordMetadata
-from aioproducer import batch as batch_module
-from aioproducer.compression import CompressionType
+from aioproducer.buffer import batch as batch_module
 from aioproducer.config import _GROWN_BATCH_DEFAULT
-from aioproducer.delivery import BatchOutcome
+from aioproducer.deliveries.delivery import BatchOutcome
 from aioproducer.errors import ProducerClosedError
 from aioproducer.records import builder as builder_module
-from aioproducer.records import pipeline as pipeline_module
+from aioproducer.records.compression import CompressionType
+from aioproducer.send import pipeline as pipeline_module
 from aioproducer.testing import read_back
 from tests.twins import TWINS, use_twin
 
@@ -42,8 +42,11 @@ def records_of(rng: random.Random, count: int, compressible: bool = True) -> lis
     rows = []
     for i in range(count):
         key = None if rng.random() < 0.3 else rng.randbytes(rng.randint(0, 20))
-        value = None if rng.random() < 0.1 else (b"payload %d " % i * rng.randint(0, 30) if compressible else
-                                                 rng.randbytes(rng.randint(0, 300)))
+        value = (
+            None
+            if rng.random() < 0.1
+            else (b"payload %d " % i * rng.randint(0, 30) if compressible else rng.randbytes(rng.randint(0, 300)))
+        )
         headers = [(f"h{j}", None if rng.random() < 0.2 else rng.randbytes(3)) for j in range(rng.randint(0, 2))]
         rows.append((TS + rng.randint(-5, 5), key, value, headers))
     return rows

@@ -9,7 +9,7 @@ import pytest
 from aioproducer import Producer, ProducerRecord, RecordMetadata
 from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import InternalError, RecordTooLargeError
-from aioproducer.idempotence import IdempotenceState
+from aioproducer.idempotence.sequences import IdempotenceState
 from aioproducer.protocol import ApiKey
 from aioproducer.testing import MockCluster, read_back
 

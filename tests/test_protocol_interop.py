@@ -59,6 +59,8 @@ def test_kafka_python_still_knows_all_but_kafka_4_4s_newest_versions() -> None:
     """If kafka-python learns them, the cases above take them in; if it forgets older ones, we want to know."""
     left_out = {api: high for api, (_, high) in SUPPORTED_VERSIONS.items() if KAFKA_PYTHON[api][0].max_version < high}
     assert left_out == {ApiKey.API_VERSIONS: 5, ApiKey.TXN_OFFSET_COMMIT: 6}
+
+
 FEW = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 _INTS = {"int8": 7, "int16": 15, "int32": 31, "int64": 63, "uint16": 16, "uint32": 32}

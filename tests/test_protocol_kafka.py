@@ -18,9 +18,9 @@ import pytest
 from kafka_versions import OLDER_KAFKA_VERSION
 from test_protocol_brokers import CLIENT_SOFTWARE, Peer, record_batch, shared_versions
 
-from aioproducer.connection import BrokerConnection
 from aioproducer.error_codes import ErrorCode
 from aioproducer.kafka_errors import RebootstrapRequiredError
+from aioproducer.network.connection import BrokerConnection
 from aioproducer.protocol import (
     SUPPORTED_VERSIONS,
     ApiKey,

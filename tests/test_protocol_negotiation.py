@@ -14,13 +14,13 @@ import pytest
 from fault_helpers import close_writer, frame, read_frame
 
 from aioproducer import Producer
-from aioproducer.cluster import Cluster
 from aioproducer.config import ProducerConfig
-from aioproducer.connection import BrokerConnection
 from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import UnsupportedVersionError
 from aioproducer.kafka_errors import NotLeaderOrFollowerError
-from aioproducer.metadata import ClusterMetadata
+from aioproducer.network.cluster import Cluster
+from aioproducer.network.connection import BrokerConnection
+from aioproducer.network.metadata import ClusterMetadata
 from aioproducer.protocol import ApiKey, decode_request, encode_response
 
 # What a default Kafka 4.1.1 broker advertises (kafka-clients' ApiKeys, Produce's advertised floor per KAFKA-18659).

@@ -1,5 +1,5 @@
-"""Readiness and liveness a Kubernetes probe can gate on (`producer.health()`, `aioproducer.health`'s rules), and an
-outage that shows: the FastAPI example's `/ready`, an idle connection closing, a cluster that never answers, a real
+"""Readiness and liveness a Kubernetes probe can gate on (`producer.health()`, `aioproducer.health`'s rules), and
+an outage that shows: the FastAPI example's `/ready`, an idle connection closing, a cluster that never answers, a real
 Kafka node stopped and started again, and what makes a producer not live."""
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ async def test_an_unreachable_cluster_shows_in_the_log_health_and_metrics(
 async def test_outage_warnings_repeat_at_most_once_per_interval(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, refused_address: str
 ) -> None:
-    from aioproducer import observer
+    from aioproducer.observability import observer
 
     monkeypatch.setattr(observer, "OUTAGE_LOG_INTERVAL_MS", 300)
     caplog.set_level(logging.WARNING, logger="aioproducer")

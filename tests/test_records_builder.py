@@ -10,9 +10,9 @@ import warnings
 import pytest
 from crc32c import crc32c
 
-from aioproducer.compression import CompressionType
 from aioproducer.errors import AioProducerError, ConfigError, InvalidRecordError
 from aioproducer.records import BatchBuilder, read_batches
+from aioproducer.records.compression import CompressionType
 
 with warnings.catch_warnings():  # kafka-python's package import trips importlib.resources deprecations
     warnings.simplefilter("ignore", DeprecationWarning)

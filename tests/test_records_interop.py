@@ -13,8 +13,8 @@ from aiokafka.record.default_records import _DefaultRecordBatchPy as AiokafkaPyB
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aioproducer.compression import CompressionType
 from aioproducer.records import BatchBuilder, read_batches
+from aioproducer.records.compression import CompressionType
 
 with warnings.catch_warnings():  # kafka-python's package import trips importlib.resources deprecations
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -13,9 +13,9 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioproducer.compression import CompressionType
 from aioproducer.errors import ProtocolError
 from aioproducer.records import BatchBuilder, Record, read_batches
+from aioproducer.records.compression import CompressionType
 
 with warnings.catch_warnings():  # kafka-python's package import trips importlib.resources deprecations
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -18,16 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka_reference import murmur2_vectors
 
-from aioproducer import appender, batch, delivery, partitioner
+from aioproducer import partitioner
 from aioproducer.accelerated import COMPILED, EXTENSIONS_DISABLED, compiled_twin
-from aioproducer.accumulator import RecordAccumulator
-from aioproducer.compression import CompressionType
-from aioproducer.delivery import BatchOutcome
+from aioproducer.append import appender
+from aioproducer.buffer import batch
+from aioproducer.buffer.accumulator import RecordAccumulator
+from aioproducer.deliveries import delivery
+from aioproducer.deliveries.delivery import BatchOutcome
 from aioproducer.errors import AioProducerError
-from aioproducer.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
+from aioproducer.network.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
 from aioproducer.partitioner import PureDefaultPartitioner, pure_murmur2
 from aioproducer.records import builder
 from aioproducer.records.builder import PureBatchBuilder
+from aioproducer.records.compression import CompressionType
 from tests.table_twins import run_table
 from tests.test_pipeline import filled_batch, read, records_of, wait_completed
 from tests.twins import TWINNED, pure_name, use_twin
@@ -35,7 +38,7 @@ from tests.twins import TWINNED, pure_name, use_twin
 # Needs the compiled twins: like test_speedups_hostile.py it runs in the compiled session only.
 compiled_builder: Any = compiled_twin("aioproducer.records._builder")
 compiled_partitioner: Any = compiled_twin("aioproducer._partitioner")
-compiled_appender: Any = compiled_twin("aioproducer._appender")
+compiled_appender: Any = compiled_twin("aioproducer.append._appender")
 TS = 1_700_000_000_000
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 BYTES = st.one_of(st.none(), st.binary(max_size=300))
@@ -239,7 +242,9 @@ def run_appends(kind: str, batch_max_size: int | None = None) -> tuple[list[Any]
             clock_ms=lambda: 0,
             wake_sender=lambda: woken.append(1),
         )
-        assert type(subject).__module__ == ("aioproducer._appender" if kind == "compiled" else "aioproducer.appender")
+        assert type(subject).__module__ == (
+            "aioproducer.append._appender" if kind == "compiled" else "aioproducer.append.appender"
+        )
         seen: list[Any] = []
         for topic, value, key, headers, partition, timestamp in APPENDS:
             kind_of, result = outcome_of(subject.append_now, topic, value, key, headers, partition, timestamp)
@@ -271,7 +276,7 @@ def test_appender_twins_buffer_the_same_records(batch_max_size: int | None) -> N
 
 
 # -- the batch pipeline's worker (tests/test_pipeline.py runs what both twins share) -----------------------------
-compiled_pipeline: Any = compiled_twin("aioproducer.records._pipeline")
+compiled_pipeline: Any = compiled_twin("aioproducer.send._pipeline")
 
 
 def test_the_worker_gives_batches_back_in_the_order_they_were_submitted() -> None:
@@ -311,10 +316,10 @@ def test_a_pipeline_collected_in_a_reference_cycle_waits_for_its_worker_before_f
     code = textwrap.dedent(
         """
         import gc, random
-        from aioproducer._batch import ProducerBatch
-        from aioproducer.compression import CompressionType
+        from aioproducer.buffer._batch import ProducerBatch
+        from aioproducer.records.compression import CompressionType
         from aioproducer.records._builder import BatchBuilder
-        from aioproducer.records._pipeline import BatchPipeline
+        from aioproducer.send._pipeline import BatchPipeline
 
         pipeline = BatchPipeline(CompressionType.GZIP, 9)
         builder = BatchBuilder(compression=CompressionType.GZIP, compression_level=9, size_limit=1 << 40)

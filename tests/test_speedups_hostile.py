@@ -15,12 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aioproducer import appender, bulk_deliveries, delivery, partitioner
-from aioproducer.accumulator import RecordAccumulator
-from aioproducer.compression import CompressionType
-from aioproducer.delivery import BatchOutcome, resolve
+from aioproducer import partitioner
+from aioproducer.append import appender
+from aioproducer.buffer.accumulator import RecordAccumulator
+from aioproducer.deliveries import bulk as bulk_deliveries
+from aioproducer.deliveries import delivery
+from aioproducer.deliveries.delivery import BatchOutcome, resolve
 from aioproducer.errors import UnknownPartitionError
-from aioproducer.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
+from aioproducer.network.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
+from aioproducer.records.compression import CompressionType
 from aioproducer.serializers import resolve_serializer
 from tests.twins import use_twin
 

@@ -13,13 +13,8 @@ from hypothesis import strategies as st
 
 from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import InvalidOffsetsError
-from aioproducer.transactions_group import (
-    CommittedOffset,
-    ConsumerGroupMetadata,
-    group_metadata,
-    offsets_to_commit,
-)
-from aioproducer.transactions_verdicts import (
+from aioproducer.transactions.group import CommittedOffset, ConsumerGroupMetadata, group_metadata, offsets_to_commit
+from aioproducer.transactions.verdicts import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
     END_TXN,

@@ -26,8 +26,8 @@ from aioproducer.errors import (
 )
 from aioproducer.protocol import ApiKey
 from aioproducer.testing import DEFAULT_KAFKA_VERSION, KafkaCluster
-from aioproducer.transactions_group import ConsumerGroupMetadata, group_metadata
-from aioproducer.transactions_requests import CoordinatorRequest, TransactionRequests
+from aioproducer.transactions.group import ConsumerGroupMetadata, group_metadata
+from aioproducer.transactions.requests import CoordinatorRequest, TransactionRequests
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from aioproducer.idempotence import IdempotenceState
+from aioproducer.idempotence.sequences import IdempotenceState
 from aioproducer.protocol import ApiKey, decode_request, encode_request
-from aioproducer.transactions_coordinator import CoordinatorRefused, Retry
-from aioproducer.transactions_group import CommittedOffset, ConsumerGroupMetadata
-from aioproducer.transactions_requests import TransactionRequests
-from aioproducer.transactions_verdicts import Verdict
+from aioproducer.transactions.coordinator import CoordinatorRefused, Retry
+from aioproducer.transactions.group import CommittedOffset, ConsumerGroupMetadata
+from aioproducer.transactions.requests import TransactionRequests
+from aioproducer.transactions.verdicts import Verdict
 
 ORDERS, PAYMENTS = uuid.UUID(int=0xA1), uuid.UUID(int=0xB2)
 OFFSETS = [CommittedOffset("orders", 0, 10), CommittedOffset("orders", 1, 11), CommittedOffset("payments", 0, 5)]

@@ -20,7 +20,7 @@ from aioproducer.errors import (
 )
 from aioproducer.kafka_errors import ProducerFencedError as KafkaProducerFenced
 from aioproducer.kafka_errors import TopicAuthorizationFailedError, UnknownProducerIdError
-from aioproducer.transactions_state import Operation, State, TransactionState, transition_allowed
+from aioproducer.transactions.state import Operation, State, TransactionState, transition_allowed
 
 S = State
 

@@ -8,7 +8,7 @@ import subprocess
 import time
 from typing import Any
 
-from aioproducer.connection import BrokerConnection
+from aioproducer.network.connection import BrokerConnection
 from aioproducer.protocol import ApiKey, CoordinatorType, coordinators_from_response, find_coordinator_body
 from aioproducer.testing import KafkaCluster, kafka_libs, read_back
 

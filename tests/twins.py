@@ -13,47 +13,44 @@ from types import ModuleType
 
 import pytest
 
-from aioproducer import (
-    appender,
-    batch,
-    buffer_pool,
-    bulk_deliveries,
-    delivery,
-    models,
-    partitioner,
-    table_appender,
-    table_deliveries,
-)
+from aioproducer import models, partitioner
 from aioproducer.accelerated import COMPILED, compiled_twin
+from aioproducer.append import appender, table_appender
+from aioproducer.buffer import batch
+from aioproducer.buffer import pool as buffer_pool
 from aioproducer.columnar import arrow
-from aioproducer.records import builder, pipeline
+from aioproducer.deliveries import bulk as bulk_deliveries
+from aioproducer.deliveries import delivery
+from aioproducer.deliveries import table as table_deliveries
+from aioproducer.records import builder
+from aioproducer.send import pipeline
 
 TWINS = ["pure", "compiled"] if COMPILED else ["pure"]
 
 # module, its compiled twin, and the names the twin replaces (each also kept as Pure<name> / pure_<name>).
 TWINNED: list[tuple[ModuleType, str, tuple[str, ...]]] = [
     (builder, "aioproducer.records._builder", ("BatchBuilder",)),
-    (batch, "aioproducer._batch", ("ProducerBatch",)),
-    (buffer_pool, "aioproducer._buffer_pool", ("BufferPool",)),
+    (batch, "aioproducer.buffer._batch", ("ProducerBatch",)),
+    (buffer_pool, "aioproducer.buffer._pool", ("BufferPool",)),
     (partitioner, "aioproducer._partitioner", ("DefaultPartitioner", "murmur2")),
-    (delivery, "aioproducer._delivery", ("Delivery", "new_delivery", "run_callbacks_of")),
-    (bulk_deliveries, "aioproducer._bulk_deliveries", ("BulkDeliveries",)),
-    (appender, "aioproducer._appender", ("Appender",)),
-    (pipeline, "aioproducer.records._pipeline", ("BatchPipeline",)),
-    (table_deliveries, "aioproducer._table_deliveries", ("TableDeliveries",)),
-    (table_appender, "aioproducer._table_appender", ("TableAppender",)),
+    (delivery, "aioproducer.deliveries._delivery", ("Delivery", "new_delivery", "run_callbacks_of")),
+    (bulk_deliveries, "aioproducer.deliveries._bulk", ("BulkDeliveries",)),
+    (appender, "aioproducer.append._appender", ("Appender",)),
+    (pipeline, "aioproducer.send._pipeline", ("BatchPipeline",)),
+    (table_deliveries, "aioproducer.deliveries._table", ("TableDeliveries",)),
+    (table_appender, "aioproducer.append._table_appender", ("TableAppender",)),
 ]
 
 # Modules that imported a twinned name (`from .delivery import Delivery`): their copies are switched too.
 IMPORTERS = [
-    "aioproducer.accumulator",
-    "aioproducer.appender",
-    "aioproducer.bulk_deliveries",
+    "aioproducer.buffer.accumulator",
+    "aioproducer.append.appender",
+    "aioproducer.deliveries.bulk",
     "aioproducer.producer",
-    "aioproducer.observer",
+    "aioproducer.observability.observer",
     "aioproducer.records",
-    "aioproducer.sender",
-    "aioproducer.table_appender",
+    "aioproducer.send.sender",
+    "aioproducer.append.table_appender",
     "aioproducer.testing.mock_producer",
 ]
 

@@ -23,11 +23,11 @@ from aioproducer.cli.display import Display
 from aioproducer.cli.options import add_connection_options, producer_settings
 from aioproducer.config import ProducerConfig
 from aioproducer.config_values import split_address
-from aioproducer.connection import BrokerConnection
 from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import AioProducerError, ConnectionFailedError
 from aioproducer.kafka_errors import kafka_error
-from aioproducer.metadata import ClusterMetadata
+from aioproducer.network.connection import BrokerConnection
+from aioproducer.network.metadata import ClusterMetadata
 from aioproducer.producer import Producer
 from aioproducer.protocol import ApiKey
 from aioproducer.security.tls import client_context, tls_failure

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from aioproducer.delivery import BatchOutcome, Delivery, batch_of
+from aioproducer.deliveries.delivery import BatchOutcome, Delivery, batch_of
 from aioproducer.models import RecordMetadata
 
 __all__ = ["Tracker"]

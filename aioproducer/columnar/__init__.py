@@ -8,8 +8,8 @@ exports per-row results. The rules are in `schema` (accepted types) and `layout`
 
 from __future__ import annotations
 
-from .arrow import COMPILED, BytesColumnView, HeadersColumnView, Int64Array, IntColumnView
-from .reader import ArrowReader, ColumnBatch
+from aioproducer.columnar.arrow import COMPILED, BytesColumnView, HeadersColumnView, Int64Array, IntColumnView
+from aioproducer.columnar.reader import ArrowReader, ColumnBatch
 
 __all__ = [
     "COMPILED",

@@ -3,8 +3,8 @@ and kernels (the C-level API, for Cython callers, is `_arrow.pxd`)."""
 
 from collections.abc import Iterable
 
-from ..models import Header
-from . import cdata
+from aioproducer.columnar import cdata
+from aioproducer.models import Header
 
 ROW_CODES: dict[str, int]
 LAYOUTS: dict[str, int]

@@ -16,10 +16,10 @@ import operator
 import struct
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..accelerated import EXTENSIONS_DISABLED
-from ..models import Header
-from . import cdata, layout, schema
-from .export import PureInt64Array
+from aioproducer.accelerated import EXTENSIONS_DISABLED
+from aioproducer.columnar import cdata, layout, schema
+from aioproducer.columnar.export import PureInt64Array
+from aioproducer.models import Header
 
 __all__ = [
     "COMPILED",

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from ctypes import c_char_p, c_void_p
 from typing import Any
 
-from . import cdata
+from aioproducer.columnar import cdata
 
 __all__ = ["PureInt64Array"]
 

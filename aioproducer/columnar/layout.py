@@ -26,9 +26,8 @@ import ctypes
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ..errors import InvalidRecordError, InvalidTableError
-from . import cdata
-from .schema import (
+from aioproducer.columnar import cdata
+from aioproducer.columnar.schema import (
     LAYOUT_FIXED,
     LAYOUT_OFFSETS32,
     LAYOUT_OFFSETS64,
@@ -39,6 +38,7 @@ from .schema import (
     IntType,
     TablePlan,
 )
+from aioproducer.errors import InvalidRecordError, InvalidTableError
 
 __all__ = [
     "Kernels",

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, NamedTuple
 
-from ..errors import InvalidTableError
-from . import arrow, cdata, layout, schema
+from aioproducer.columnar import arrow, cdata, layout, schema
+from aioproducer.errors import InvalidTableError
 
 __all__ = ["ArrowReader", "ColumnBatch"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import InvalidTableError
-from . import cdata
+from aioproducer.columnar import cdata
+from aioproducer.errors import InvalidTableError
 
 __all__ = [
     "BYTES_ROLES",

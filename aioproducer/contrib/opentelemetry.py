@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from . import missing_extra
+from aioproducer.contrib import missing_extra
 
 try:
     from opentelemetry import baggage, metrics, propagate, trace
@@ -27,9 +27,9 @@ try:
 except ImportError as exc:  # pragma: no cover - tested in a subprocess without the library
     raise missing_extra("opentelemetry", "otel", exc) from exc
 
-from .. import __version__
-from ..hooks import BatchWritten
-from ..models import ProducerRecord, RecordMetadata
+from aioproducer import __version__
+from aioproducer.hooks import BatchWritten
+from aioproducer.models import ProducerRecord, RecordMetadata
 
 __all__ = ["OpenTelemetryHook"]
 

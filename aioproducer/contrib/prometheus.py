@@ -13,14 +13,14 @@ import concurrent.futures
 from collections.abc import Iterator
 from typing import Any
 
-from . import missing_extra
+from aioproducer.contrib import missing_extra
 
 try:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 except ImportError as exc:  # pragma: no cover - tested in a subprocess without the library
     raise missing_extra("prometheus", "prometheus", exc) from exc
 
-from ..metrics import HistogramSnapshot, MetricsSnapshot
+from aioproducer.observability.metrics import HistogramSnapshot, MetricsSnapshot
 
 __all__ = ["ProducerCollector"]
 

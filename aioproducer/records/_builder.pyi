@@ -2,8 +2,8 @@
 
 from collections.abc import Sequence
 
-from aioproducer.compression import CompressionType
 from aioproducer.records.builder import ClosedBatch
+from aioproducer.records.compression import CompressionType
 
 class BatchBuilder:
     def __init__(

@@ -14,7 +14,7 @@ from libc.string cimport memcpy
 
 from aioproducer.records._varint cimport put_varint, varint_size
 
-from aioproducer.compression import CompressionType, compress
+from aioproducer.records.compression import CompressionType, compress
 from aioproducer.errors import AioProducerError, InvalidRecordError
 from aioproducer.records.builder import ClosedBatch, check_builder_settings, encode_headers, record_size_upper_bound
 from aioproducer.records.layout import BATCH_HEADER_SIZE as _BATCH_HEADER_SIZE

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from crc32c import crc32c
 
 from aioproducer.accelerated import compiled_twin
-from aioproducer.compression import CompressionType, compress, validate_level
 from aioproducer.errors import AioProducerError, ConfigError, InvalidRecordError
+from aioproducer.records.compression import CompressionType, compress, validate_level
 from aioproducer.records.layout import (
     BATCH_HEADER_SIZE,
     HEADER_TAIL,

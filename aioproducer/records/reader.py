@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from aioproducer.compression import CompressionType, decompress
 from aioproducer.errors import ProtocolError
+from aioproducer.records.compression import CompressionType, decompress
 from aioproducer.records.layout import (
     BATCH_HEADER_SIZE,
     CODEC_MASK,

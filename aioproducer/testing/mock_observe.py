@@ -13,12 +13,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from aioproducer.appender import RECORD_MEMORY_OVERHEAD
-from aioproducer.health import Health, health_of
+from aioproducer.append.appender import RECORD_MEMORY_OVERHEAD
 from aioproducer.hooks import HookChain
-from aioproducer.metadata import TopicInfo
-from aioproducer.metrics import Gauges, MetricsSnapshot, ProducerMetrics
-from aioproducer.observer import Observer
+from aioproducer.network.metadata import TopicInfo
+from aioproducer.observability.health import Health, health_of
+from aioproducer.observability.metrics import Gauges, MetricsSnapshot, ProducerMetrics
+from aioproducer.observability.observer import Observer
 from aioproducer.testing.mock_parts import PendingRecord
 from aioproducer.validation import record_size
 

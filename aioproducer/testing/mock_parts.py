@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from aioproducer.delivery import BatchOutcome
+from aioproducer.deliveries.delivery import BatchOutcome
 from aioproducer.errors import ConfigError
-from aioproducer.metadata import PartitionInfo, TopicInfo
 from aioproducer.models import Header
+from aioproducer.network.metadata import PartitionInfo, TopicInfo
 from aioproducer.validation import check_topic
 
 __all__ = ["InjectedError", "MockAccumulator", "MockBatch", "MockTopics", "PendingRecord", "SentRecord"]

@@ -22,12 +22,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from aioproducer.appender import RECORD_MEMORY_OVERHEAD, PreparedRecord, PureAppender
-from aioproducer.buffer_pool import PureBufferPool
-from aioproducer.bulk_deliveries import BulkDeliveries, wait_all
+from aioproducer.append.appender import RECORD_MEMORY_OVERHEAD, PreparedRecord, PureAppender
+from aioproducer.append.table_records import send_table_as_records
+from aioproducer.buffer.pool import PureBufferPool
 from aioproducer.columnar.reader import ArrowReader
 from aioproducer.config import ProducerConfig
-from aioproducer.delivery import Delivery, resolve
+from aioproducer.deliveries.bulk import BulkDeliveries, wait_all
+from aioproducer.deliveries.delivery import Delivery, resolve
 from aioproducer.errors import (
     AioProducerError,
     ConfigError,
@@ -38,20 +39,19 @@ from aioproducer.errors import (
     TransactionStateError,
     WouldBlockError,
 )
-from aioproducer.health import Health
-from aioproducer.metadata import TopicInfo
-from aioproducer.metrics import MetricsSnapshot
 from aioproducer.models import ProducerRecord, RecordMetadata, TableReport, record_of
+from aioproducer.network.metadata import TopicInfo
+from aioproducer.observability.health import Health
+from aioproducer.observability.metrics import MetricsSnapshot
 from aioproducer.producer import _resolve_partitioner
 from aioproducer.records.layout import BATCH_HEADER_SIZE
 from aioproducer.serializers import RecordSerializer, resolve_serializer
 from aioproducer.settings import ProducerSettings
-from aioproducer.table_records import send_table_as_records
 from aioproducer.testing.mock_observe import MockObserver
 from aioproducer.testing.mock_parts import InjectedError, MockAccumulator, MockTopics, PendingRecord, SentRecord
 from aioproducer.testing.mock_transactions import MockTransactions
-from aioproducer.transactions_api import TransactionalMethods
-from aioproducer.transactions_state import State as TransactionPhase
+from aioproducer.transactions.api import TransactionalMethods
+from aioproducer.transactions.state import State as TransactionPhase
 from aioproducer.validation import check_topic
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from aioproducer.errors import (
 )
 from aioproducer.models import ProducerRecord
 from aioproducer.testing.mock_parts import SentRecord
-from aioproducer.transactions_state import Operation, State, TransactionState
+from aioproducer.transactions.state import Operation, State, TransactionState
 
 __all__ = ["MockTransactions"]
 

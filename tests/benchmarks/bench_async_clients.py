@@ -340,7 +340,7 @@ def _observing(mode: str) -> list[Any]:
     """The hooks of an observability-overhead run; "off" silences the observer's per-batch work in this worker
     process (a measurement-only baseline: the producer has no such switch)."""
     if mode == "off":
-        from aioproducer.observer import Observer
+        from aioproducer.observability.observer import Observer
 
         for name in ("produce_sent", "batch_failed", "batch_retried"):
             setattr(Observer, name, lambda self, *args: None)

@@ -144,7 +144,7 @@ def main() -> None:
         "",
         "The first three rows walk both columns through `bytes_at` from Cython without the GIL (the producer's "
         "encoder's loop, minus the encoding): pointer and size per row, a byte read at each end so the loop is not "
-        "optimised away. \"check a batch\" is everything before a row can be read: opening the reader (schema plan), "
+        'optimised away. "check a batch" is everything before a row can be read: opening the reader (schema plan), '
         "the buffer checks (offsets, views, dictionary indices: compiled kernels, or pure-Python ones), and the "
         "column views, per row of a Spark-sized batch.",
     ]

@@ -1,0 +1,243 @@
+"""Appending records on the caller's side: validate, serialize, partition, account memory, buffer, hand back a
+`Delivery`.
+
+Owns the per-record hot path of `enqueue` and `send_many`; its compiled twin (`_appender.pyx`) has the same
+behaviour. A record that cannot be buffered at once (its topic's metadata is unknown, or buffer memory is short) is
+handed back as a `PreparedRecord` — validated and serialized, nothing buffered — for the producer to wait with and
+then `place`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from aioproducer.accelerated import compiled_twin
+from aioproducer.buffer.accumulator import RecordAccumulator
+from aioproducer.buffer.pool import BufferPool
+from aioproducer.deliveries.bulk import BulkDeliveries
+from aioproducer.deliveries.delivery import Delivery, new_delivery
+from aioproducer.errors import AioProducerError, InvalidRecordError, RecordTooLargeError, UnknownPartitionError
+from aioproducer.network.metadata import MetadataState, TopicInfo
+from aioproducer.partitioner import Partitioner, choose_partition
+from aioproducer.validation import check_headers, check_partition, check_timestamp, check_topic, record_size
+
+__all__ = [
+    "RECORD_MEMORY_OVERHEAD",
+    "Appender",
+    "PreparedRecord",
+    "PureAppender",
+    "not_a_record",
+    "unknown_partition",
+]
+
+# What a buffered record costs beyond its bytes (its share of the batch's bookkeeping and of a handle kept by the
+# caller), charged to buffer_memory so that the memory a backlog takes stays bounded by buffer_memory plus a constant.
+RECORD_MEMORY_OVERHEAD = 160
+
+
+class PreparedRecord:
+    """A validated, serialized record that must wait — for its topic's metadata or for buffer memory — before it is
+    buffered. `size` is what `buffer_memory` will be charged for it, less `RECORD_MEMORY_OVERHEAD`."""
+
+    __slots__ = ("headers", "key", "partition", "size", "timestamp_ms", "topic", "value")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[tuple[str, bytes | None], ...],
+        size: int,
+        timestamp_ms: int,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.size = size
+        self.timestamp_ms = timestamp_ms
+
+    @property
+    def memory(self) -> int:
+        """The buffer memory the record will take."""
+        return self.size + RECORD_MEMORY_OVERHEAD
+
+    def __repr__(self) -> str:
+        return f"<PreparedRecord {self.topic}-{self.partition} {self.size} bytes>"
+
+
+class Appender:
+    """Buffers records for one producer. `unyielded_bytes` counts bytes buffered since the caller last yielded."""
+
+    __slots__ = (
+        "_acc",
+        "_checked_topics",
+        "_clock_ms",
+        "_cluster_state",
+        "_key_serializer",
+        "_max_record_bytes",
+        "_partitioner",
+        "_plain_bytes_keys",
+        "_plain_bytes_values",
+        "_pool",
+        "_size_limit_message",
+        "_value_serializer",
+        "_wake_sender",
+        "unyielded_bytes",
+    )
+
+    def __init__(
+        self,
+        *,
+        accumulator: RecordAccumulator,
+        pool: BufferPool,
+        cluster_state: MetadataState,
+        partitioner: Partitioner,
+        key_serializer: Callable[[Any], bytes | None],
+        value_serializer: Callable[[Any], bytes | None],
+        plain_bytes_keys: bool,
+        plain_bytes_values: bool,
+        max_record_bytes: int,
+        size_limit_message: str,
+        clock_ms: Callable[[], int],
+        wake_sender: Callable[[], None],
+    ) -> None:
+        self._acc = accumulator
+        self._pool = pool
+        self._cluster_state = cluster_state
+        self._partitioner = partitioner
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._plain_bytes_keys = plain_bytes_keys
+        self._plain_bytes_values = plain_bytes_values
+        self._max_record_bytes = max_record_bytes
+        self._size_limit_message = size_limit_message
+        self._clock_ms = clock_ms
+        self._wake_sender = wake_sender
+        self._checked_topics: set[str] = set()
+        self.unyielded_bytes = 0
+
+    def append_now(
+        self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
+    ) -> Delivery | PreparedRecord:
+        """Buffer the record and return its Delivery, or return it as a PreparedRecord when it must wait first."""
+        prepared = self._prepare(topic, value, key, headers, partition, timestamp_ms)
+        info = self._cluster_state.cluster.topics.get(topic)
+        pool = self._pool
+        if (
+            info is None
+            or (partition is not None and partition >= info.num_partitions)
+            or pool.waiters
+            or not pool.has_room(prepared.size + RECORD_MEMORY_OVERHEAD)
+        ):
+            return prepared
+        return self.place(prepared, info)
+
+    def append_many(
+        self, records: Sequence[Any], start: int, now_wall_ms: int, bulk: BulkDeliveries, yield_after_bytes: int
+    ) -> tuple[int, PreparedRecord | None]:
+        """Append `records[start:]` to `bulk` (each one's Delivery, or the AioProducerError it raised) until one must
+        wait or `unyielded_bytes` reached `yield_after_bytes`. Returns the index to go on from and the record that
+        must wait (not in `bulk` yet; it is `records[index - 1]`), if one must. Records without a timestamp take
+        `now_wall_ms`."""
+        index, count = start, len(records)
+        while index < count:
+            record = records[index]
+            index += 1
+            try:
+                topic, value, key, headers, partition, timestamp_ms = record
+            except (TypeError, ValueError):
+                bulk.add(not_a_record(record))
+                continue
+            try:
+                result = self.append_now(
+                    topic, value, key, headers, partition, now_wall_ms if timestamp_ms is None else timestamp_ms
+                )
+            except AioProducerError as exc:
+                bulk.add(exc)
+                continue
+            if type(result) is PreparedRecord:
+                return index, result
+            bulk.add(result)
+            if self.unyielded_bytes >= yield_after_bytes:
+                break
+        return index, None
+
+    def place(self, prepared: PreparedRecord, info: TopicInfo) -> Delivery:
+        """Buffer a prepared record (memory was checked) and return its Delivery."""
+        topic, partition, key = prepared.topic, prepared.partition, prepared.key
+        if partition is None:
+            partition = choose_partition(self._partitioner, topic, key, prepared.size, info)
+        elif partition >= info.num_partitions:  # checked by _prepare: an int, not negative
+            raise unknown_partition(topic, partition, info)
+        self.unyielded_bytes += prepared.size
+        batch, index, wake = self._acc.append(
+            (topic, partition),
+            prepared.timestamp_ms,
+            key,
+            prepared.value,
+            prepared.headers,
+            prepared.size + RECORD_MEMORY_OVERHEAD,
+            self._clock_ms,
+        )
+        if index == 0:
+            # A new batch: the topic is in use. Marked per batch, not per record (Java's ProducerMetadata.add runs
+            # on every send), so a topic in constant use is never dropped from metadata refreshes as idle.
+            self._cluster_state.touch(topic, self._clock_ms())
+        if wake:
+            self._wake_sender()
+        value = prepared.value
+        return new_delivery(
+            batch.outcome,
+            index,
+            prepared.timestamp_ms,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
+
+    def _prepare(
+        self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
+    ) -> PreparedRecord:
+        """Validate and serialize: raises a typed error for bad input, before anything is buffered."""
+        if topic not in self._checked_topics:
+            check_topic(topic)
+            self._checked_topics.add(topic)
+        if partition is not None:
+            check_partition(partition)
+        if not (self._plain_bytes_keys and (key is None or type(key) is bytes)):
+            key = self._key_serializer(key)
+        if not (self._plain_bytes_values and (value is None or type(value) is bytes)):
+            value = self._value_serializer(value)
+        header_list = check_headers(headers) if headers else ()
+        size = record_size(key, value, header_list)
+        if size > self._max_record_bytes:
+            raise RecordTooLargeError(f"the record is {size} bytes when serialized, {self._size_limit_message}")
+        timestamp_ms = int(time.time() * 1000) if timestamp_ms is None else check_timestamp(timestamp_ms)
+        return PreparedRecord(topic, partition, key, value, header_list, size, timestamp_ms)
+
+
+def not_a_record(record: object) -> InvalidRecordError:
+    """What a `send_many` item that is not a ProducerRecord (or another 6-tuple) fails with."""
+    return InvalidRecordError(
+        f"send_many takes ProducerRecords (or 6-tuples: topic, value, key, headers, partition, timestamp_ms), got "
+        f"{type(record).__name__} {repr(record)[:80]}"
+    )
+
+
+def unknown_partition(topic: str, partition: object, info: TopicInfo) -> UnknownPartitionError:
+    """What a record naming a partition the topic does not have fails with."""
+    return UnknownPartitionError(
+        f"partition {partition!r} does not exist in topic {topic!r}, which has partitions 0..{info.num_partitions - 1}"
+    )
+
+
+# The compiled twin, when built (see aioproducer.accelerated): the same checks, errors, partitions and batches, with
+# the usual record's whole path in C. It works with the compiled batches, buffer pool and deliveries only.
+PureAppender = Appender
+_twin = compiled_twin("aioproducer.append._appender")
+if not TYPE_CHECKING and _twin is not None:
+    Appender = _twin.Appender

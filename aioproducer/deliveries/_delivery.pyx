@@ -1,0 +1,228 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Compiled twin of `aioproducer.deliveries.delivery`'s `Delivery`, `new_delivery` and `run_callbacks_of`: the same handle in
+a C struct, the same rules (see the original; the test suite runs both twins against asyncio.Future), and the
+methods asyncio calls several times per awaited record (done, result, exception, add_done_callback) without a
+Python frame. A `RecordMetadata` is allocated as the named tuple it is, without a Python call."""
+
+from cpython.object cimport PyTypeObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
+from libc.stdint cimport int64_t
+
+from asyncio import CancelledError, InvalidStateError
+from contextvars import copy_context
+
+from aioproducer.deliveries.delivery import callbacks_of, keep_callbacks, resolve
+from aioproducer.models import RecordMetadata
+
+cdef extern from "Python.h":
+    object PyType_GenericAlloc(PyTypeObject* type, Py_ssize_t nitems)
+    void PyObject_GC_UnTrack(object op)
+
+
+cdef class Delivery:
+    """Twin of `aioproducer.deliveries.delivery.Delivery`: one buffered record's delivery, awaitable and future-compatible."""
+
+    def get_loop(self):
+        return self._outcome.loop
+
+    def cancelled(self):
+        return self._cancelled
+
+    def done(self):
+        return self._is_done()
+
+    cdef bint _is_done(self) except -1:
+        if self._cancelled:
+            return True
+        cdef Py_ssize_t index = self._index
+        return bool(resolved(self._outcome, &index).done)
+
+    def result(self):
+        """The record's metadata; raises its error, CancelledError, or InvalidStateError while pending."""
+        if self._cancelled:
+            raise self._make_cancelled_error()
+        cdef Py_ssize_t index = self._index
+        outcome = resolved(self._outcome, &index)
+        if not outcome.done:
+            raise InvalidStateError("the record is not delivered yet")
+        error = outcome.error
+        if error is not None:
+            raise error.with_traceback(outcome.error_traceback)  # see BatchOutcome.error_traceback
+        return record_metadata(outcome.topic, outcome.partition, outcome.base_offset, outcome.log_append_time_ms,
+                               index, self._timestamp_ms, self._key_size, self._value_size)
+
+    def exception(self):
+        if self._cancelled:
+            raise self._make_cancelled_error()
+        cdef Py_ssize_t index = self._index
+        outcome = resolved(self._outcome, &index)
+        if not outcome.done:
+            raise InvalidStateError("the record is not delivered yet")
+        return outcome.error
+
+    def add_done_callback(self, fn, *, context=None):
+        """Call `fn(delivery)` on the loop once the record is settled (or the delivery cancelled)."""
+        if not callable(fn):  # refused here: an empty slot is None, and asyncio would fail only when settling
+            raise TypeError(f"a callable object was expected by add_done_callback(), got {fn!r}")
+        if context is None:
+            context = copy_context()
+        if self._is_done():
+            self._outcome.loop.call_soon(fn, self, context=context)
+            return
+        if self._callback is None:
+            self._callback = fn
+            self._callback_context = context
+        elif self._callbacks is None:
+            self._callbacks = [(fn, context)]
+        else:
+            (<list>self._callbacks).append((fn, context))
+        cdef Py_ssize_t index
+        if not self._watching:
+            self._watching = True
+            index = self._index
+            resolved(self._outcome, &index).deliveries.append(self)
+
+    def remove_done_callback(self, fn):
+        """Forget `fn` while the record is pending; returns how many were removed (see the original)."""
+        if self._is_done():
+            return 0
+        callbacks = callbacks_of(self)
+        kept = [(callback, context) for callback, context in callbacks if callback != fn]
+        keep_callbacks(self, kept)
+        return len(callbacks) - len(kept)
+
+    def cancel(self, msg=None):
+        """Stop waiting (the record is still delivered). False when the record was already settled."""
+        if self._is_done():
+            return False
+        self._cancelled = True
+        self._cancel_message = msg
+        self._run_callbacks()
+        return True
+
+    def _make_cancelled_error(self):
+        message = self._cancel_message
+        return CancelledError("" if message is None else message)
+
+    def __await__(self):
+        if not self._is_done():
+            self._asyncio_future_blocking = True  # asyncio's protocol: the task then waits on this handle
+            yield self
+            if not self._is_done():
+                raise RuntimeError("await wasn't used with future")
+        return self.result()
+
+    def __iter__(self):
+        return self.__await__()
+
+    def _run_callbacks(self):
+        callbacks = callbacks_of(self)
+        keep_callbacks(self, [])
+        if callbacks:
+            loop = self.get_loop()
+            for fn, context in callbacks:
+                loop.call_soon(fn, self, context=context)
+
+    def __repr__(self):
+        outcome, index = resolve(self._outcome, self._index)
+        return f"<Delivery {outcome.topic}-{outcome.partition} #{index} of {outcome!r}>"
+
+
+cdef Delivery make_delivery(object outcome, Py_ssize_t index, int64_t timestamp_ms, Py_ssize_t key_size,
+                            Py_ssize_t value_size):
+    """A pending Delivery, allocated without a Python call (the fields' C defaults are the pure twin's)."""
+    cdef Delivery delivery = Delivery.__new__(Delivery)
+    delivery._outcome = outcome
+    delivery._index = index
+    delivery._timestamp_ms = timestamp_ms
+    delivery._key_size = key_size
+    delivery._value_size = value_size
+    return delivery
+
+
+def new_delivery(outcome, Py_ssize_t index, int64_t timestamp_ms, Py_ssize_t key_size, Py_ssize_t value_size):
+    """Twin of `aioproducer.deliveries.delivery.new_delivery`."""
+    return make_delivery(outcome, index, timestamp_ms, key_size, value_size)
+
+
+cdef object resolved(object outcome, Py_ssize_t* index):
+    """Twin of `aioproducer.deliveries.delivery.resolve`: the outcome that carries the record now (`index` is updated)."""
+    cdef Py_ssize_t split_at
+    while True:
+        first = outcome.first
+        if first is None:
+            return outcome
+        second = outcome.second
+        if second is None:
+            return outcome
+        split_at = outcome.split_at
+        if index[0] < split_at:
+            outcome = first
+        else:
+            index[0] -= split_at
+            outcome = second
+
+
+cdef inline void _put(object metadata, Py_ssize_t position, object item) noexcept:
+    Py_INCREF(item)  # PyTuple_SET_ITEM steals a reference
+    PyTuple_SET_ITEM(metadata, position, item)
+
+
+cdef object record_metadata(object topic, object partition, int64_t base_offset, int64_t log_append_time_ms,
+                            Py_ssize_t index, int64_t timestamp_ms, int64_t key_size, int64_t value_size):
+    """Twin of `BatchOutcome.metadata`: a RecordMetadata, allocated as the named tuple it is."""
+    cdef object metadata = PyType_GenericAlloc(<PyTypeObject*>RecordMetadata, 6)
+    _put(metadata, 0, topic)
+    _put(metadata, 1, partition)
+    _put(metadata, 2, base_offset + index if base_offset >= 0 else -1)
+    _put(metadata, 3, log_append_time_ms if log_append_time_ms >= 0 else timestamp_ms)
+    _put(metadata, 4, key_size)
+    _put(metadata, 5, value_size)
+    # Only a str and ints inside: the collector would untrack it at its next pass anyway.
+    PyObject_GC_UnTrack(metadata)
+    return metadata
+
+
+def run_callbacks_of(list deliveries):
+    """Twin of `aioproducer.deliveries.delivery.run_callbacks_of`: run a settled batch's waiting records' done callbacks in
+    one loop callback (see the original for the rules on raising callbacks)."""
+    cdef Py_ssize_t position = 0
+    cdef Py_ssize_t count = len(deliveries)
+    cdef Delivery delivery
+    cdef list later
+    loop = None
+    try:
+        while position < count:
+            delivery = <Delivery?>deliveries[position]
+            position += 1
+            delivery._watching = False
+            fn = delivery._callback
+            if delivery._cancelled or fn is None:
+                continue
+            context = delivery._callback_context
+            later = delivery._callbacks
+            delivery._callback = None
+            delivery._callback_context = None
+            delivery._callbacks = None
+            while True:
+                try:
+                    context.run(fn, delivery)
+                except (SystemExit, KeyboardInterrupt):
+                    if later:
+                        keep_callbacks(delivery, later)
+                        position -= 1
+                    raise
+                except BaseException as exc:
+                    if loop is None:
+                        loop = delivery.get_loop()
+                    loop.call_exception_handler(
+                        {"message": f"Exception in callback {fn!r}({delivery!r})", "exception": exc,
+                         "future": delivery}
+                    )
+                if not later:
+                    break
+                fn, context = later.pop(0)
+    finally:
+        if position < count:
+            deliveries[0].get_loop().call_soon(run_callbacks_of, deliveries[position:])

@@ -1,0 +1,129 @@
+"""Many records' outcomes at once: the deliveries of one `send_many` call, and `Producer.wait`'s batch-by-batch
+wait over a list of them.
+
+`send_many` and `wait` settle per batch, not per record (one wake-up per batch, as `Delivery` callbacks do), and
+build each record's `RecordMetadata` or error in one pass at the end. The compiled twin of `BulkDeliveries` keeps
+each record as five integers in a C array.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from aioproducer.accelerated import compiled_twin
+from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve
+
+__all__ = ["BulkDeliveries", "PureBulkDeliveries", "wait_all"]
+
+
+class BulkDeliveries:
+    """The deliveries of one `send_many` call (or of one `wait`), in record order; a record refused at the call
+    holds its error instead."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(self, item: Any) -> None:
+        """Append a record's Delivery, or the error it failed with at the call."""
+        self._items.append(item)
+
+    def add_waitables(self, items: Iterable[Any]) -> dict[int, Any]:
+        """Append each item for `wait_all`: a Delivery not cancelled as a record; anything else (a cancelled
+        Delivery, another awaitable) as a None placeholder, returned by position."""
+        others: dict[int, Any] = {}
+        for position, item in enumerate(items, len(self._items)):
+            if isinstance(item, Delivery) and not item._cancelled:
+                self._items.append(item)
+            else:
+                others[position] = item
+                self._items.append(None)
+        return others
+
+    def is_delivery(self, position: int) -> bool:
+        """Whether the record at `position` was buffered (holds a Delivery), rather than refused at the call."""
+        if not 0 <= position < len(self._items):
+            raise IndexError(position)
+        return isinstance(self._items[position], Delivery)
+
+    def outcomes(self) -> list[BatchOutcome]:
+        """Each batch outcome the records went to, once."""
+        outcomes: dict[int, BatchOutcome] = {}
+        for item in self._items:
+            if isinstance(item, Delivery):
+                outcomes.setdefault(id(item._outcome), item._outcome)
+        return list(outcomes.values())
+
+    def results(
+        self,
+        resolve: Callable[[BatchOutcome, int], tuple[BatchOutcome, int]],
+        start: int = 0,
+        stop: int | None = None,
+    ) -> list[Any]:
+        """Each record's RecordMetadata or error, in order, for records `start` to `stop` (default: all; every
+        outcome they went to must be settled)."""
+        results: list[Any] = []
+        for item in self._items[max(start, 0) : stop]:
+            if isinstance(item, Delivery):
+                outcome, index = resolve(item._outcome, item._index)
+                error = outcome.error
+                results.append(
+                    error
+                    if error is not None
+                    else outcome.metadata(index, item._timestamp_ms, item._key_size, item._value_size)
+                )
+            else:
+                results.append(item)
+        return results
+
+
+# `wait_all` builds its results this many at a time (~1-3 ms each), letting the loop run between slices.
+_RESULTS_PER_SLICE = 20_000
+
+
+async def wait_all(items: Iterable[Any]) -> list[Any]:
+    """Each item's outcome, in order: a record's `RecordMetadata` or the exception it failed with.
+
+    Waits batch by batch (one wake-up per batch, however many of its records are listed) instead of once per
+    record as `asyncio.gather` does.
+    Anything that is not a pending-or-settled `Delivery` (a cancelled one, an asyncio future, a coroutine) is
+    awaited through `asyncio.gather(..., return_exceptions=True)`, so its result or exception takes its place too.
+    """
+    bulk = BulkDeliveries()
+    others = bulk.add_waitables(items)
+    # The other awaitables start at once, as gather starts them (a coroutine runs while the records wait; one may be
+    # what settles them), and a cancelled wait cancels them, as a cancelled gather does.
+    gathered = asyncio.gather(*others.values(), return_exceptions=True) if others else None
+    try:
+        for outcome in bulk.outcomes():
+            await outcome.wait()  # follows splits to both halves
+    except BaseException:
+        if gathered is not None:
+            gathered.cancel()
+        raise
+    # Built in slices, yielding between them: a caller waiting for a million records holds the loop a few ms at a
+    # time, not for the whole list.
+    count = len(bulk)
+    results = bulk.results(resolve, 0, _RESULTS_PER_SLICE)
+    for start in range(_RESULTS_PER_SLICE, count, _RESULTS_PER_SLICE):
+        await asyncio.sleep(0)
+        results += bulk.results(resolve, start, start + _RESULTS_PER_SLICE)
+    if gathered is not None:
+        settled = await gathered
+        for position, result in zip(others, settled, strict=True):
+            results[position] = result
+    return results
+
+
+# The compiled twin, when built (see aioproducer.accelerated): each record as five integers in one C array rather
+# than an object per record, which the cyclic collector would walk again and again while a call runs.
+PureBulkDeliveries = BulkDeliveries
+_twin = compiled_twin("aioproducer.deliveries._bulk")
+if not TYPE_CHECKING and _twin is not None:
+    BulkDeliveries = _twin.BulkDeliveries
