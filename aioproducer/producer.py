@@ -11,35 +11,28 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from aioproducer.append.appender import RECORD_MEMORY_OVERHEAD, Appender, PreparedRecord
 from aioproducer.append.table_appender import TableAppender
-from aioproducer.append.table_records import send_table_as_records
 from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.buffer.memory import MemoryWaiters
-from aioproducer.columnar.reader import ArrowReader
 from aioproducer.config import ProducerConfig
 from aioproducer.deliveries.bulk import BulkDeliveries, wait_all
 from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve
-from aioproducer.deliveries.table import TableDeliveries
 from aioproducer.errors import (
     AioProducerError,
     InvalidRecordError,
-    InvalidTableError,
     KafkaTimeoutError,
-    MetadataTimeoutError,
     ProducerClosedError,
     TransactionFatalError,
     TransactionStateError,
     TransportError,
-    UnknownPartitionError,
     WouldBlockError,
 )
 from aioproducer.idempotence.sequences import IdempotenceState
-from aioproducer.models import ProducerRecord, RecordMetadata, TableReport
+from aioproducer.models import ProducerRecord, RecordMetadata
 from aioproducer.network.cluster import Cluster, monotonic_ms
 from aioproducer.network.metadata import TopicInfo
 from aioproducer.observability.health import Health, health_of
@@ -47,6 +40,8 @@ from aioproducer.observability.metrics import MetricsSnapshot
 from aioproducer.observability.observer import Observer, new_observer
 from aioproducer.observability.record_hooks import RecordHooks
 from aioproducer.partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
+from aioproducer.producer_tables import YIELD_AFTER_BYTES as _YIELD_AFTER_BYTES
+from aioproducer.producer_tables import TableMethods
 from aioproducer.records.compression import CompressionType
 from aioproducer.records.layout import BATCH_HEADER_SIZE
 from aioproducer.send.sender import Sender
@@ -65,19 +60,17 @@ __all__ = ["Producer"]
 log = logging.getLogger("aioproducer.producer")
 
 _NEW, _RUNNING, _CLOSING, _CLOSED = "new", "running", "closing", "closed"
-# enqueue/send_many yield to the event loop after buffering this many bytes without waiting, so a tight loop of
-# calls does not starve the sender (which could then send nothing until buffer_memory is full) or other tasks.
-_YIELD_AFTER_BYTES = 64 * 1024
 
 
-class Producer(TransactionalMethods):
+class Producer(TableMethods, TransactionalMethods):
     """An asyncio Kafka producer. Use as `async with Producer(...) as producer:` or `start()` / `close()`.
 
     Settings are the Java producer's, dots turned to underscores (`linger_ms=5`; typed by `ProducerSettings`, so a
     type checker catches a misspelt one), or a dict of Java keys (`config={"linger.ms": 5}`). See `ProducerConfig`
     for every setting and its default. With `transactional_id` the producer is transactional: see
-    `TransactionalMethods` for begin / commit / abort / send_offsets. `health()` answers readiness and liveness
-    probes (`aioproducer.observability.health` states the rules).
+    `TransactionalMethods` for begin / commit / abort / send_offsets. `send_table` (Arrow tables) comes from
+    `TableMethods`. `health()` answers readiness and liveness probes (`aioproducer.observability.health` states
+    the rules).
     """
 
     def __init__(
@@ -546,135 +539,9 @@ class Producer(TransactionalMethods):
         results: list[RecordMetadata | BaseException] = bulk.results(resolve)
         return RecordSerializer.merge(results, refused) if refused else results
 
-    async def send_table(
-        self,
-        data: Any,
-        *,
-        topic: str | None = None,
-        topic_column: str | None = None,
-        key: str | None = None,
-        value: str | None = None,
-        headers: str | None = None,
-        partition: str | None = None,
-        timestamp: str | None = None,
-        offsets: bool = False,
-    ) -> TableReport:
-        """Send every row of a table as a record, and wait until each is delivered or failed; one `TableReport`.
-
-        `data` is anything that speaks the Arrow PyCapsule interface (a pyarrow Table, RecordBatch or
-        RecordBatchReader, a polars or pandas DataFrame, a DuckDB result, ...): its buffers are read in place,
-        batch by batch, and no Python object is made per row. Name the columns by role: `key` and `value` (binary
-        or string, null meaning null), `headers` (a list of struct<key: string, value: binary>, or a map),
-        `partition` (integers; null lets the partitioner choose), `timestamp` (epoch milliseconds, or an Arrow
-        timestamp; null: now); one `topic` for every row, or a `topic_column`. Columns hold the records' bytes
-        (strings as their UTF-8): the producer's serializers, made for Python values, do not apply.
-
-        A column that cannot be used (missing, of the wrong type, shorter than the table) raises InvalidTableError
-        naming it, before anything is sent. A row that cannot be sent (too large, a null or invalid topic, a bad
-        header key, a negative partition or timestamp, a partition the topic lacks) fails alone: the report lists
-        failed rows by error. With `offsets=True` the report holds each row's offset, as an Arrow array.
-
-        As `send_many`: idempotence, per-partition order and transactions hold; `buffer_memory` bounds what is
-        buffered (a larger table streams through it); the last batches go out at once rather than after linger_ms.
-        Cancelling stops reading the table (rows already buffered are still delivered); once the producer starts
-        closing, rows not yet buffered fail with ProducerClosedError and the table is read no further. With record
-        hooks (or OpenTelemetry's) every row is shown to them, as a ProducerRecord: that path is send_many's.
-
-        Calls made without awaiting each other buffer their rows in turn, in the order they were made (a partition
-        receives them in that order). Once a wait for a topic's metadata (or a partition it lacks) failed after
-        `max_block_ms`, the call's later rows needing the same fail at once.
-        """
+    def _raise_unless_running(self) -> None:
         if self._state != _RUNNING:
             raise self._closed_error()
-        if (topic is None) == (topic_column is None):
-            raise InvalidTableError(
-                "send_table takes one topic for every row (topic=) or a topic column (topic_column=)"
-            )
-        if topic is not None:
-            check_topic(topic)
-        if self._txn is not None:
-            self._txn.check_send()
-        reader = ArrowReader(
-            data, key=key, value=value, topic=topic_column, partition=partition, timestamp=timestamp, headers=headers
-        )
-        hooks = self._record_hooks
-        if hooks is not None:
-            # Each row is shown to the hooks as a record: send_many's path, the serializers left out (the columns
-            # hold the records' bytes). The whole call takes its turn: send_many waits for each chunk's records.
-            async def send_rows(records: list[ProducerRecord]) -> list[RecordMetadata | BaseException]:
-                return await hooks.around_send_many(records, partial(self._send_many, appender=self._row_appender))
-
-            async with self._table_turn:
-                return await send_table_as_records(reader, topic, send_rows, offsets)
-        deliveries = TableDeliveries(offsets)
-        async with self._table_turn:  # the rows are buffered in turn; their delivery is waited for together
-            rows = await self._buffer_table(reader, topic, deliveries)
-        return await self._table_report(deliveries, rows)
-
-    async def _buffer_table(self, reader: ArrowReader, topic: str | None, deliveries: TableDeliveries) -> int:
-        """Buffer (or refuse) every row of the table into `deliveries`; the number of rows read."""
-        appender = self._table_appender
-        # Topics whose metadata did not come within max_block_ms in this call: topic -> (the lowest partition it
-        # lacked, or -1 when the topic itself is missing, and the error). Their later rows fail at once: waiting
-        # max_block_ms again for each would hold a table of such rows for hours.
-        missing: dict[str, tuple[int, AioProducerError]] = {}
-        rows = 0
-        with reader:
-            for columns in reader:
-                start, waited = 0, False
-                while start < columns.num_rows:
-                    stop = self._refusal()
-                    if stop is not None:  # closing, or the transaction ended: this batch's rest fails, no more is read
-                        for row in range(start, columns.num_rows):
-                            deliveries.refuse(rows + row, stop)
-                        return rows + columns.num_rows
-                    wait = appender.append_rows(
-                        columns, start, rows, topic, int(time.time() * 1000), deliveries, _YIELD_AFTER_BYTES, waited
-                    )
-                    if wait is None:
-                        break
-                    start, waited = wait.row, False
-                    if not wait.topic:  # buffered enough without yielding: let the sender and other tasks run
-                        appender.unyielded_bytes = 0
-                        await asyncio.sleep(0)
-                        continue
-                    known = missing.get(wait.topic) if not wait.memory else None
-                    if known is not None:
-                        error = _still_missing(wait.topic, wait.partition, *known)
-                        if error is not None:
-                            deliveries.refuse(rows + start, error)
-                            start += 1
-                            continue
-                    try:
-                        await self._wait_to_append(wait.topic, wait.partition, wait.memory)
-                        waited = True
-                    except AioProducerError as exc:  # metadata or memory did not come within max_block_ms
-                        deliveries.refuse(rows + start, exc)
-                        start += 1
-                        if not wait.memory and isinstance(exc, (MetadataTimeoutError, UnknownPartitionError)):
-                            lacked = (
-                                -1 if wait.partition is None or type(exc) is MetadataTimeoutError else wait.partition
-                            )
-                            if known is None or 0 <= lacked < known[0]:
-                                missing[wait.topic] = (lacked, exc)
-                rows += columns.num_rows
-        return rows
-
-    async def _table_report(self, deliveries: TableDeliveries, rows: int) -> TableReport:
-        # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
-        with self._sending_at_once():
-            await deliveries.settled()
-        return deliveries.report(rows)
-
-    async def _wait_to_append(self, topic: str, partition: int | None, memory: int) -> None:
-        """Wait for what a row needs before it is buffered: its topic's metadata (a partition beyond the known ones
-        included), or `memory` bytes of buffer memory; together bounded by `max_block_ms`."""
-        deadline = self._loop.time() + self.config.max_block_ms / 1000
-        info = self._cluster.metadata.topics.get(topic)
-        if info is None or not info.num_partitions or (partition is not None and partition >= info.num_partitions):
-            info = await self._wait_for_topic(topic, partition)
-        if memory and (self._memory_waiters or not self._accumulator.has_room(memory)):
-            await self._observer.timed_memory_wait(self._memory_waiters.wait(memory, deadline))
 
     def _refusal(self) -> AioProducerError | None:
         """Why no more records may be buffered now (the producer is closing, or the transaction ended), if so."""
@@ -841,19 +708,6 @@ class Producer(TransactionalMethods):
                 f"the producer's sender failed ({self._sender_error!r}): no more records can be sent"
             )
         return ProducerClosedError(f"the producer is {self._state}: no more records can be sent")
-
-
-def _still_missing(topic: str, partition: int | None, lacked: int, error: AioProducerError) -> AioProducerError | None:
-    """What a row waiting for `topic`'s metadata fails with at once, when this call already waited max_block_ms in vain
-    for the topic (`lacked` -1) or for its partition `lacked` (the row names that one or a higher one); else None."""
-    if lacked < 0 or partition == lacked:
-        return error
-    if partition is not None and partition > lacked:
-        return UnknownPartitionError(
-            f"partition {partition} of topic {topic!r} is not in its metadata: partition {lacked} was not there "
-            "after max_block_ms earlier in this send_table call"
-        )
-    return None
 
 
 def _load_sink(cfg: ProducerConfig, partitioner: Partitioner) -> Any:
