@@ -47,9 +47,11 @@ IMPORTERS = [
     "aioproducer.append.appender",
     "aioproducer.deliveries.bulk",
     "aioproducer.producer",
+    "aioproducer.producer_tables",
     "aioproducer.observability.observer",
     "aioproducer.records",
     "aioproducer.send.sender",
+    "aioproducer.send.answers",
     "aioproducer.append.table_appender",
     "aioproducer.testing.mock_producer",
 ]
