@@ -1,12 +1,13 @@
 """The one switch between the hot path's compiled twins and their pure-Python originals.
 
-A twinned module (`records/builder.py`, `batch.py`, `buffer_pool.py`, `partitioner.py`, `delivery.py`,
-`bulk_deliveries.py`, `appender.py`) holds the reference implementation in Python. Beside it sits its twin, a
-Cython module of the same name with a leading underscore (`records/_builder.pyx`, with a `.pyi` for type checkers),
-built when the package is installed on a machine with a C compiler. At its bottom the Python module asks
-`compiled_twin` for that twin and, when it is there, lets the twin's classes take the public names; the pure class
-stays reachable as `Pure<Name>`. Both behave the same (the test suite runs both and compares them); only the speed
-differs. AIOPRODUCER_NO_EXTENSIONS set to a non-empty value keeps every module on its pure-Python code.
+A twinned module (`records/builder.py`, `buffer/batch.py`, `buffer/pool.py`, `partitioner.py`,
+`deliveries/delivery.py`, `deliveries/bulk.py`, `append/appender.py`, ...) holds the reference implementation in
+Python. Beside it sits its twin, a Cython module of the same name with a leading underscore (`records/_builder.pyx`,
+with a `.pyi` for type checkers), built when the package is installed on a machine with a C compiler. At its bottom
+the Python module asks `compiled_twin` for that twin and, when it is there, lets the twin's classes take the public
+names; the pure class stays reachable as `Pure<Name>`. Both behave the same (the test suite runs both and compares
+them); only the speed differs. AIOPRODUCER_NO_EXTENSIONS set to a non-empty value keeps every module on its
+pure-Python code.
 """
 
 from __future__ import annotations

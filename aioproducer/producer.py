@@ -2,6 +2,10 @@
 
 Owns the caller-facing hot path: validate and serialize a record, await its topic's metadata (bounded by
 `max_block_ms`), partition it, wait for buffer memory in FIFO order, append it. Sending is the sender task's job.
+Arrow tables (`send_table`) are `producer_tables`'s, transactions `transactions.api`'s: both mixed into `Producer`.
+
+It stays past 500 lines: the lifecycle (start, flush, close) and the record path share one state, checked by every
+send and changed by close, which must fail every waiting send; split, that state's rules would live in two places.
 """
 
 from __future__ import annotations

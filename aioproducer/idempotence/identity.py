@@ -1,7 +1,7 @@
 """Who the producer is to the brokers: its producer id and epoch, and whether the next identity must be a bump; pure.
 
 One object, shared by the sequence rules (`idempotence.IdempotenceState`) and the transaction state machine
-(`transactions_state.TransactionState`): each of these facts has its home here, and neither module keeps a copy to
+(`transactions.state.TransactionState`): each of these facts has its home here, and neither module keeps a copy to
 be reconciled with the other's (Java keeps them in TransactionManager's `producerIdAndEpoch` and
 `epochBumpRequired`, which the sender and the transaction handlers both read). Whether the producer may go on (an
 abortable or fatal error) is the transaction state machine's alone; whether a batch's answer needs a new identity

@@ -77,6 +77,10 @@ stream's start, no new batch is stamped while one is retried, and at most 5 are 
 per connection); a batch refused as out of order after a later one was acknowledged fails at once (Java retries it
 until delivery_timeout_ms); a batch failing on the wire or after an unanswered attempt leaves an unresolved hole
 (Java: only a batch being retried); a broker refusing a locally bumped epoch gets a new producer id (Java: fatal).
+
+The ten rules stay in this one module, past 500 lines, on purpose: they are one state machine over each partition's
+sequence stream, and a rule read apart from the others (a retry without the split, a bump without the holes) is
+where this kind of bug hides.
 """
 
 from __future__ import annotations

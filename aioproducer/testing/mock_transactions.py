@@ -2,7 +2,7 @@
 
 Owns what a transaction holds in memory (records completed but not committed, their given form, the consumer
 offsets sent) and the injected transactional failures. Which call is allowed when, and the error a refused call
-raises, are `transactions_state.TransactionState`'s: the same rules and classes as the Producer's. Same method names
+raises, are `transactions.state.TransactionState`'s: the same rules and classes as the Producer's. Same method names
 as `transactions.TransactionManager`, so the Producer's `TransactionalMethods` (signatures, `transaction()`) drive it.
 """
 

@@ -3,7 +3,7 @@ it one request at a time, retrying what is retriable with backoff (Java's Transa
 
 Owns the coordinator cache, the one-request-at-a-time lock, and the retry of FindCoordinator, of disconnects and of
 NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS / CONCURRENT_TRANSACTIONS answers. What a
-non-retriable answer means to the transaction is `transactions_verdicts`' call, acted on by `transactions`.
+non-retriable answer means to the transaction is `verdicts`' call, acted on by `manager`.
 """
 
 from __future__ import annotations

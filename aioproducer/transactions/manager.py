@@ -3,10 +3,13 @@ partitions to the transaction, and decides what the sender may send (Java's Tran
 
 Owns the operations' tasks and their order: one coordinator request at a time; commit and abort first wait for the
 offsets being sent and for every batch of the transaction (commit flushes, abort fails what was never sent), then
-end it. Which call is allowed when is `transactions_state`'s rule; what a broker's error means is
-`transactions_verdicts`'; each request's body and the judging of its answer are `transactions_requests`'. Each
+end it. Which call is allowed when is `state`'s rule; what a broker's error means is
+`verdicts`'; each request's body and the judging of its answer are `requests`'. Each
 caller's wait is bounded by its `timeout` and never cancels the operation itself: calling the same method again
 resumes the wait.
+
+At about 500 lines it stays whole: the operations' tasks and the order between them are one machine, and the
+rules it follows (state, verdicts, requests, coordinators) are already modules of their own.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ handlers: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, 
 Owns each request's body, built at every attempt for the connection it goes to and with the producer id and epoch
 of that moment, and its judge: the judge returns what the answer carries, raises `Retry` to send it again (first
 finding the coordinator again, or after a shorter backoff) or `CoordinatorRefused` with the verdict the transaction
-acts on. Sends nothing: `transactions` sends them through `transactions_coordinator.Coordinators`.
+acts on. Sends nothing: `manager` sends them through `coordinator.Coordinators`.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ may happen, performs it, and reports back. Rules kept here:
 7. An abortable error under TV1 needs an epoch bump (InitProducerId with the current id and epoch, KIP-360) after the
    abort when the coordinator can bump (InitProducerId v3+); if it cannot, UNKNOWN_PRODUCER_ID is fatal. Under TV2
    the coordinator bumps the epoch at every EndTxn (KIP-890), so no client-side bump is needed. Whether a bump is
-   due is one fact of the producer's identity (`producer_identity.ProducerIdentity`), which the sequence rules set
+   due is one fact of the producer's identity (`idempotence.identity.ProducerIdentity`), which the sequence rules set
    too when a stream broke (idempotence.R10); a bump due when the transaction ends is done then (a coordinator
    older than KIP-360 takes InitProducerId without the current id and epoch, and bumps the epoch all the same).
 8. The transaction version is chosen at init and re-read when each transaction ends; switching from 1 to 2 bumps the
