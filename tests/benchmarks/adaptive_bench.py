@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,8 @@ import uuid
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
+
+from tests.benchmarks.java_peer import JavaUnavailableError, compile_java
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fault_proxy and its helpers
 
@@ -124,15 +125,13 @@ class ProxyThread:
 
 
 def _compile_java(libs: Path, into: Path) -> bool:
-    javac = shutil.which("javac")
-    if javac is None:
+    """Whether the Java harness compiled; if not, its rows are left out (the reason printed)."""
+    try:
+        compile_java(JAVA_SOURCE, libs, into)
+    except JavaUnavailableError as exc:
+        print(f"{exc}; the Java rows are left out", file=sys.stderr)
         return False
-    done = subprocess.run(
-        [javac, "-cp", f"{libs}/*", "-d", str(into), str(JAVA_SOURCE)], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        print(f"javac failed, the Java rows are left out:\n{done.stderr}", file=sys.stderr)
-    return done.returncode == 0
+    return True
 
 
 def _run(command: list[str], proxy: ProxyThread, slow_node: str, fault: str, before_s: float, during_s: float) -> Any:

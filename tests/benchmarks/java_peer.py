@@ -77,15 +77,7 @@ class JavaPeer:
                 "the Java peer needs a JDK (javac): e.g. apt-get install openjdk-17-jdk-headless"
             )
         self.libs = kafka_libs(self.kafka_version)
-        classes = self._work / "classes"
-        done = subprocess.run(
-            [javac, "-nowarn", "-cp", f"{self.libs}/*", "-d", str(classes), str(SOURCE)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise JavaUnavailableError(f"javac failed:\n{done.stderr[-3000:]}")
+        compile_java(SOURCE, self.libs, self._work / "classes")
         version = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
         self.java_version = (version.stderr or version.stdout).splitlines()[0] if version.returncode == 0 else "?"
 
@@ -180,6 +172,22 @@ class JavaPeer:
             "--producer-props",
             *props,
         ]
+
+
+def compile_java(source: Path, libs: Path, into: Path) -> None:
+    """Compile one Java harness against Kafka's jars in `libs`, its classes into `into`; JavaUnavailableError when
+    there is no JDK or javac refuses it."""
+    javac = shutil.which("javac")
+    if javac is None:
+        raise JavaUnavailableError("the Java peer needs a JDK (javac): e.g. apt-get install openjdk-17-jdk-headless")
+    done = subprocess.run(
+        [javac, "-nowarn", "-cp", f"{libs}/*", "-d", str(into), str(source)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise JavaUnavailableError(f"javac failed:\n{done.stderr[-3000:]}")
 
 
 def perf_test_result(stdout: str) -> dict[str, Any]:

@@ -17,7 +17,6 @@ import json
 import os
 import random
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from aioproducer.testing.kafka_jars import DEFAULT_KAFKA_VERSION
+from tests.benchmarks.java_peer import JavaUnavailableError, compile_java
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -116,15 +116,13 @@ def worker(spec: dict[str, Any]) -> None:
 
 # -- orchestration -------------------------------------------------------------------------------------------------
 def _compile_java(libs: Path, into: Path) -> bool:
-    javac = shutil.which("javac")
-    if javac is None:
+    """Whether the Java harness compiled; if not, its rows are left out (the reason printed)."""
+    try:
+        compile_java(JAVA_SOURCE, libs, into)
+    except JavaUnavailableError as exc:
+        print(f"{exc}; the Java rows are left out", file=sys.stderr)
         return False
-    done = subprocess.run(
-        [javac, "-cp", f"{libs}/*", "-d", str(into), str(JAVA_SOURCE)], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        print(f"javac failed, the Java rows are left out:\n{done.stderr}", file=sys.stderr)
-    return done.returncode == 0
+    return True
 
 
 def _run(command: list[str]) -> tuple[dict[str, Any], float]:
