@@ -92,7 +92,7 @@ def tests(session: nox.Session) -> None:
         # the compiled run exercises as much as the pure one; the pure twins are the same code on every Python, run
         # whole on FULL_SUITE_PYTHON. The test files are dealt into two lanes, one core each.
         broker_free = ["pytest", "-m", "not kafka", "-p", "no:cacheprovider", "--durations=5"]
-        first, second = _two_halves(sorted(str(path.relative_to(ROOT)) for path in ROOT.glob("tests/test_*.py")))
+        first, second = _two_halves(sorted(str(path.relative_to(ROOT)) for path in ROOT.glob("tests/**/test_*.py")))
         _side_by_side(session, [([*broker_free, *first], {})], [([*broker_free, *second], {})])
         return
     session.notify("docs")  # the full run also builds the documentation site, warnings as errors
