@@ -10,12 +10,14 @@ import ssl
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
 from aioproducer import Producer
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import ConnectionFailedError
+from aioproducer.network import connection as connection_module
 from aioproducer.network.cluster import Cluster
 from aioproducer.network.metadata import BrokerInfo, ClusterMetadata
 from aioproducer.network.node_states import ExponentialBackoff, NodeLatency, NodeStates, idle_expiry
@@ -191,3 +193,39 @@ async def test_idle_connections_are_closed_after_connections_max_idle_ms(
             assert all(conn.closed for conn in opened)
         after = await asyncio.wait_for(producer.send("t", b"after", partition=0), 5)  # reconnects as needed
         assert after.partition == 0
+
+
+@pytest.mark.parametrize("lost_as", ["timed out", "cancelled"])
+async def test_a_connection_made_as_its_connect_ended_otherwise_is_closed(
+    monkeypatch: pytest.MonkeyPatch, lost_as: str
+) -> None:
+    """Bug: before Python 3.12, asyncio.wait_for can drop a connection that completed just as its timeout fired or
+    its task was cancelled (CPython gh-86296); the connection's transport then stayed open, an unclosed socket per
+    lost race (seen as a ResourceWarning in a loaded run of the SASL tests). The race is forced here: the connect
+    completes, then the wait ends with the timeout or the cancellation anyway."""
+    client_gone = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.read(4096):
+            pass  # ApiVersions is never answered: only the end of the connection matters here
+        client_gone.set()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    ended = asyncio.TimeoutError() if lost_as == "timed out" else asyncio.CancelledError()
+
+    async def completes_then_ends_otherwise(awaitable: Any, timeout: float) -> Any:
+        await awaitable
+        raise ended
+
+    with monkeypatch.context() as patch:
+        patch.setattr(connection_module.asyncio, "wait_for", completes_then_ends_otherwise)
+        expected = ConnectionFailedError if lost_as == "timed out" else asyncio.CancelledError
+        with pytest.raises(expected):
+            await connection_module.BrokerConnection.open(
+                "127.0.0.1", port, node_id=1, client_id="t", request_timeout_ms=1000, connect_timeout_ms=1000
+            )
+    await asyncio.wait_for(client_gone.wait(), 10)  # the client's socket was closed, not left to the collector
+    server.close()
+    await server.wait_closed()

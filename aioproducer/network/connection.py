@@ -146,10 +146,17 @@ class BrokerConnection(asyncio.Protocol):
         connect = loop.create_connection(lambda: conn, host, port, ssl=ssl_context, server_hostname=server_hostname)
         try:
             await asyncio.wait_for(connect, connect_timeout_ms / 1000)
-        except ssl.SSLError as exc:
-            raise tls_failure(exc, f"{host}:{port}") from None
-        except (OSError, asyncio.TimeoutError) as exc:
-            raise ConnectionFailedError(f"cannot connect to broker {host}:{port}: {str(exc) or 'timed out'}") from exc
+        except BaseException as exc:
+            # Before 3.12, asyncio.wait_for can drop a connection that completed just as it timed out or was cancelled
+            # (CPython gh-86296): the protocol, `conn`, already holds its transport, which must not stay open.
+            conn.close()
+            if isinstance(exc, ssl.SSLError):
+                raise tls_failure(exc, f"{host}:{port}") from None
+            if isinstance(exc, (OSError, asyncio.TimeoutError)):
+                raise ConnectionFailedError(
+                    f"cannot connect to broker {host}:{port}: {str(exc) or 'timed out'}"
+                ) from exc
+            raise
         try:
             await conn._negotiate_versions(cluster_id if node_id >= 0 else None)
             if sasl is not None:
