@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+import trustme
 
 from aioproducer import Producer
 from aioproducer.config import ProducerConfig
@@ -227,5 +228,38 @@ async def test_a_connection_made_as_its_connect_ended_otherwise_is_closed(
                 "127.0.0.1", port, node_id=1, client_id="t", request_timeout_ms=1000, connect_timeout_ms=1000
             )
     await asyncio.wait_for(client_gone.wait(), 10)  # the client's socket was closed, not left to the collector
+    server.close()
+    await server.wait_closed()
+
+
+async def test_closing_a_tls_connection_leaves_no_socket_open_when_the_broker_never_answers_the_close() -> None:
+    """Bug: closing a TLS connection started the close_notify exchange and returned; asyncio ends that exchange up to
+    30 s later (ssl_shutdown_timeout), so a producer closed just before its event loop ended left the socket to the
+    garbage collector (a ResourceWarning in the security tests on a loaded machine). A broker that never answers the
+    close_notify is the case that makes it last: the socket must be closed when drain_and_close returns."""
+    authority = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    authority.configure_trust(client_context)
+    held: list[asyncio.StreamWriter] = []
+
+    async def never_closes(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # reads nothing and never answers a close_notify
+
+    server = await asyncio.start_server(never_closes, "127.0.0.1", 0, ssl=server_context)
+    port = server.sockets[0].getsockname()[1]
+    conn = connection_module.BrokerConnection(1, "127.0.0.1", port, client_id="t", request_timeout_ms=1000)
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.create_connection(
+        lambda: conn, "127.0.0.1", port, ssl=client_context, server_hostname="127.0.0.1"
+    )
+    raw_socket = transport.get_extra_info("socket")
+    started = loop.time()
+    await conn.drain_and_close(0.5)
+    assert raw_socket.fileno() == -1, "the TLS connection's socket outlived close"
+    assert loop.time() - started < 5  # bounded by the drain timeout, not by asyncio's 30 s TLS shutdown
+    for writer in held:
+        writer.transport.abort()
     server.close()
     await server.wait_closed()

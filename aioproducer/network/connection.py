@@ -365,11 +365,19 @@ class BrokerConnection(asyncio.Protocol):
             transport.write_eof()
             # The broker closes its side once it has read ours to the end (Kafka does at once); bounded, so that a
             # stopped broker does not hold the producer's close.
-            linger_s = min(_LINGER_S, max(0.0, deadline - self._loop.time()))
-            done, _ = await asyncio.wait({lost}, timeout=linger_s)
+            done, _ = await asyncio.wait({lost}, timeout=self._linger_s(deadline))
             if done:
                 return
         transport.close()
+        # A TLS transport closes with a close_notify exchange that ends later (asyncio's ssl_shutdown_timeout, 30 s):
+        # waited for within the same bound, then dropped, so that no socket outlives close() (one left to the
+        # collector once the event loop ended, a ResourceWarning in the security tests).
+        done, _ = await asyncio.wait({lost}, timeout=self._linger_s(deadline))
+        if not done:
+            transport.abort()
+
+    def _linger_s(self, deadline: float) -> float:
+        return min(_LINGER_S, max(0.0, deadline - self._loop.time()))
 
     # -- internals ----------------------------------------------------------------------------------------------
     def _on_timeout(self, correlation_id: int) -> None:
