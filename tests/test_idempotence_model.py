@@ -14,7 +14,10 @@ its queued batches are dropped (abort), the coordinator writes a marker with a b
 producer id wrote to (the broker then takes only sequence 0 first from that epoch, as Kafka's ProducerStateEntry
 after a marker does) and hands the producer the new epoch (EndTxn v5). Batches of a partition whose broker holds
 the producer go out without a probe then (idempotence.R5): the log staying in send order with several batches per
-partition in flight right after each new epoch is what shows that safe.
+partition in flight right after each new epoch is what shows that safe. A batch is drained only when Hypothesis picks
+that rule, any number of steps after it was sent: holding a transaction's first batches while the coordinator writes
+the last one's markers (transactions.completion) is one of the orders explored, so that wait needs no rule of its own
+and cannot break these rules.
 """
 
 from __future__ import annotations

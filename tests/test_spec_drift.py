@@ -294,6 +294,7 @@ def test_claimed_versions_are_the_briefed_ones() -> None:
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
         ApiKey.END_TXN: (0, 5),
         ApiKey.TXN_OFFSET_COMMIT: (3, 6),
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     }
 
 

@@ -332,6 +332,64 @@ async def test_back_to_back_transactions_send_without_probes_or_retries(
     assert len(values(cluster.bootstrap_servers, topic, "read_committed")) == 6 * 60
 
 
+async def test_the_next_transaction_starts_once_the_coordinator_wrote_the_last_ones_markers(
+    cluster: KafkaCluster, transaction_version: int
+) -> None:
+    """Regression: the coordinator answers EndTxn before it writes the transaction's markers, and the next
+    transaction's first batch (TV2) or AddPartitionsToTxn (TV1) reached it while it still wrote them: refused with
+    CONCURRENT_TRANSACTIONS, retried 20 ms later, so back-to-back small transactions ran at a third of librdkafka's
+    pace. Now the first batches wait for DescribeTransactions to say the last transaction is complete; the commits
+    and aborts stay exact for read_committed readers."""
+    topic = new_topic(cluster, partitions=3)
+    ended = [0]  # EndTxn answered so far; the watch after the n-th one answers for transaction n
+    answers: list[tuple[int, str]] = []  # (the EndTxn watched, the coordinator's state)
+    first_batch_after: dict[int, str | None] = {}  # transaction -> the last state seen before its first batch left
+    async with transactional(cluster) as producer:
+        assert_version(producer, transaction_version)
+        txn = producer._txn
+        assert txn is not None
+        watch, idem = txn._markers, txn._idem
+        ask, on_drain, end_transaction = watch._ask, idem.on_drain, txn._end_transaction
+
+        async def watched_end(**kwargs: Any) -> None:
+            await end_transaction(**kwargs)
+            ended[0] += 1
+
+        async def watched_ask(api: ApiKey, body: Any) -> Any:
+            watching = ended[0]
+            response = await ask(api, body)
+            assert response is not None, "Kafka answers DescribeTransactions"
+            answers.append((watching, response["transaction_states"][0]["transaction_state"]))
+            return response
+
+        def watched_on_drain(batch: Any, now_ms: int = 0) -> None:
+            if ended[0] not in first_batch_after:
+                seen = [state for number, state in answers if number == ended[0]]
+                first_batch_after[ended[0]] = seen[-1] if seen else None
+            on_drain(batch, now_ms)
+
+        txn._end_transaction, watch._ask, idem.on_drain = watched_end, watched_ask, watched_on_drain
+        for number in range(8):
+            await producer.begin_transaction()
+            for i in range(30):
+                await producer.enqueue(topic, f"{number}-{i}".encode(), partition=i % 3)
+            if number % 4 == 3:
+                await producer.flush()  # sent, so the abort ends a transaction the coordinator knows
+                await producer.abort_transaction()
+            else:
+                await producer.commit_transaction()
+        await watch.wait()
+    assert ended[0] == 8
+    assert sorted(first_batch_after) == list(range(8))
+    for number in range(1, 8):
+        # Each transaction but the first started after an answer that the last one was complete (the wait may also
+        # end at its bound, which on one idle node would mean markers took over 30 s: a failure here too).
+        assert first_batch_after[number] in ("CompleteCommit", "CompleteAbort"), (number, first_batch_after, answers)
+    assert {number for number, _ in answers} == set(range(1, 9)), "every commit and abort was followed by a watch"
+    committed = sorted(v.decode() for v in values(cluster.bootstrap_servers, topic, "read_committed"))
+    assert committed == sorted(f"{n}-{i}" for n in range(8) if n % 4 != 3 for i in range(30))
+
+
 async def test_commit_after_a_failed_send_raises_and_abort_recovers(
     cluster: KafkaCluster, transaction_version: int
 ) -> None:

@@ -27,6 +27,7 @@ class ApiKey(IntEnum):
     END_TXN = 26
     TXN_OFFSET_COMMIT = 28
     SASL_AUTHENTICATE = 36
+    DESCRIBE_TRANSACTIONS = 65
 
 
 # Checked against the message JSON inside the kafka-clients jar of every Kafka release the suite runs (4.4.0 and
@@ -51,6 +52,9 @@ class ApiKey(IntEnum):
 #   (KIP-447 fencing); every broker since 2.5 has it. v5 is v4 on the wire, for transaction version 2. v6 (Kafka
 #   4.4, KIP-1319) names topics by id: used, as Java does, only when the producer knows every topic's id.
 # - EndTxn v5 answers with the producer id and epoch to use next: TV2 bumps the epoch on every transaction.
+# - DescribeTransactions (KIP-664, Kafka 3.0+) tells when the coordinator has written the previous transaction's
+#   markers, so the next transaction's first Produce is not refused with CONCURRENT_TRANSACTIONS (transactions/
+#   completion.py).
 SUPPORTED_VERSIONS: Mapping[ApiKey, tuple[int, int]] = MappingProxyType(
     {
         ApiKey.PRODUCE: (3, 12),
@@ -65,6 +69,7 @@ SUPPORTED_VERSIONS: Mapping[ApiKey, tuple[int, int]] = MappingProxyType(
         ApiKey.END_TXN: (0, 5),
         ApiKey.TXN_OFFSET_COMMIT: (3, 6),
         ApiKey.SASL_AUTHENTICATE: (0, 2),
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     }
 )
 

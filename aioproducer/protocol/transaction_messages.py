@@ -1,4 +1,5 @@
-"""Declarations of FindCoordinator and the transaction messages, transcribed from Kafka's common/message/*.json.
+"""Declarations of FindCoordinator and the transaction messages (DescribeTransactions included), transcribed from
+Kafka's common/message/*.json.
 
 Owns the field lists only (tests/test_spec_drift.py holds them to the official JSON); messages.py merges them in.
 """
@@ -127,6 +128,30 @@ _END_TXN_RESPONSE = _response(
     f("producer_epoch", "int16", "5+", default=-1),
 )
 
+# Only what the producer reads: whether the coordinator still writes the last transaction's markers.
+_DESCRIBE_TRANSACTIONS_REQUEST = _request(
+    "DescribeTransactionsRequest", ApiKey.DESCRIBE_TRANSACTIONS, "0+", f("transactional_ids", "[]string")
+)
+_DESCRIBE_TRANSACTIONS_RESPONSE = _response(
+    "DescribeTransactionsResponse",
+    ApiKey.DESCRIBE_TRANSACTIONS,
+    "0+",
+    f("throttle_time_ms", "int32"),
+    f(
+        "transaction_states",
+        "[]TransactionState",
+        "0+",
+        f("error_code", "int16"),
+        f("transactional_id", "string"),
+        f("transaction_state", "string"),
+        f("transaction_timeout_ms", "int32"),
+        f("transaction_start_time_ms", "int64"),
+        f("producer_id", "int64"),
+        f("producer_epoch", "int16"),
+        f("topics", "[]TopicData", "0+", f("topic", "string"), f("partitions", "[]int32")),
+    ),
+)
+
 _TXN_OFFSET_COMMIT_REQUEST = _request(
     "TxnOffsetCommitRequest",
     ApiKey.TXN_OFFSET_COMMIT,
@@ -185,6 +210,7 @@ TRANSACTION_REQUESTS: Mapping[ApiKey, Message] = MappingProxyType(
         ApiKey.ADD_OFFSETS_TO_TXN: _ADD_OFFSETS_TO_TXN_REQUEST,
         ApiKey.END_TXN: _END_TXN_REQUEST,
         ApiKey.TXN_OFFSET_COMMIT: _TXN_OFFSET_COMMIT_REQUEST,
+        ApiKey.DESCRIBE_TRANSACTIONS: _DESCRIBE_TRANSACTIONS_REQUEST,
     }
 )
 TRANSACTION_RESPONSES: Mapping[ApiKey, Message] = MappingProxyType(
@@ -194,5 +220,6 @@ TRANSACTION_RESPONSES: Mapping[ApiKey, Message] = MappingProxyType(
         ApiKey.ADD_OFFSETS_TO_TXN: _ADD_OFFSETS_TO_TXN_RESPONSE,
         ApiKey.END_TXN: _END_TXN_RESPONSE,
         ApiKey.TXN_OFFSET_COMMIT: _TXN_OFFSET_COMMIT_RESPONSE,
+        ApiKey.DESCRIBE_TRANSACTIONS: _DESCRIBE_TRANSACTIONS_RESPONSE,
     }
 )

@@ -102,6 +102,24 @@ class Coordinators:
             attempt += 1
             await asyncio.sleep(delay_ms / 1000)
 
+    async def ask_once(self, target: Target, api: ApiKey, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """One attempt at `api` to `target`'s coordinator when it is known: its answer, or None when no coordinator
+        is known, the API is not offered or the attempt failed (bounded by the connection's own timeouts). For
+        requests that only inform (DescribeTransactions): nothing is retried and nothing is looked up again."""
+        node = self._nodes.get(target)
+        if node is None:
+            return None
+        try:
+            conn = await self._cluster.connect_to(node)
+            version = conn.versions.get(api)
+            if version is None:
+                return None
+            async with self._lock:
+                return await conn.request(api, body, version=version)
+        except TransportError as exc:
+            log.debug("%s to the coordinator of %s not answered: %r", api.name, target[1], exc)
+            return None
+
     async def connection(self, target: Target) -> BrokerConnection:
         """A ready connection to `target`'s coordinator, found with FindCoordinator when not known."""
         attempt = 0

@@ -39,6 +39,7 @@ from aioproducer.idempotence.sequences import IdempotenceState
 from aioproducer.network.cluster import Cluster
 from aioproducer.network.connection import BrokerConnection
 from aioproducer.protocol import TRANSACTION_V2_VERSIONS, ApiKey, CoordinatorType
+from aioproducer.transactions.completion import MarkerWatch
 from aioproducer.transactions.coordinator import CoordinatorRefused, Coordinators, Target
 from aioproducer.transactions.group import CommittedOffset, ConsumerGroupMetadata
 from aioproducer.transactions.requests import CoordinatorRequest, TransactionRequests
@@ -101,6 +102,14 @@ class TransactionManager:
         self._coordinator_conn: BrokerConnection | None = None
         self._closed = False
         self._events = events
+        # Holds the next transaction's first batches while the coordinator writes the last one's markers.
+        self._markers = MarkerWatch(
+            config.transactional_id,
+            lambda api, body: self._coordinators.ask_once(self._target, api, body),
+            hooks.wake_sender,
+            self._spawn,
+            bound_ms=config.request_timeout_ms,
+        )
 
     def __repr__(self) -> str:
         return f"<TransactionManager {self.state!r}>"
@@ -193,6 +202,8 @@ class TransactionManager:
         """Whether `tp`'s batches may be drained now. Under TV1 a partition not yet in the transaction is queued
         for AddPartitionsToTxn (all new ones go in one request) and waits for it."""
         state = self.state
+        if not state.started and self._markers.pending:
+            return False  # the last transaction's markers are still being written (completion.py)
         if state.may_send(tp):
             if state.tv2 and not state.started:
                 state.mark_sent()  # KIP-890: Produce v12 adds the partition, so EndTxn must follow
@@ -298,6 +309,7 @@ class TransactionManager:
             self._fatal(self.state.last_error or TransactionFatalError("invalid transaction state"))
 
     async def _run_send_offsets(self, committed: list[CommittedOffset], metadata: ConsumerGroupMetadata) -> None:
+        await self._markers.wait()  # adding the offsets partition meets the same refusal as a first Produce
         try:
             if self.state.tv2:
                 self.state.mark_sent()  # TxnOffsetCommit v5 adds the offsets partition itself (KIP-890)
@@ -369,6 +381,7 @@ class TransactionManager:
         # (a new id when the epoch ran out); every sequence starts again at 0 (KIP-890).
         if response.get("producer_id", -1) >= 0:
             self._idem.set_producer_id(response["producer_id"], response["producer_epoch"])
+        self._markers.start()
         log.debug("transaction %s", "committed" if committed else "aborted")
 
     # -- helpers ------------------------------------------------------------------------------------------------
@@ -466,6 +479,7 @@ class TransactionManager:
     async def _flush(self) -> None:
         """Until no batch is incomplete, sending everything buffered at once (commit flushes first, as Java)."""
         loop = asyncio.get_running_loop()
+        self._markers.hurry()  # the first batches may still wait for the last transaction's markers
         with self._hooks.sending_at_once():
             # A failed transaction stops the wait: what is stuck behind the failure is failed or aborted later.
             while self._hooks.has_incomplete() and not self.state.has_error:

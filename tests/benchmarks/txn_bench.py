@@ -157,7 +157,9 @@ def main() -> None:
         libs = kafka_libs(cluster.version)
         if "java" in clients and not _compile_java(libs, Path(classes)):
             clients.remove("java")
-        for round_number in range(args.rounds):
+        # Round 0 is untimed: the broker's JIT warms on every client's traffic before any round counts (its first
+        # transactions ran at about half the pace of the third round's).
+        for round_number in range(-1, args.rounds):
             order = clients if round_number % 2 == 0 else list(reversed(clients))
             for per in SIZES:
                 for client in order:
@@ -184,8 +186,10 @@ def main() -> None:
                     if committed != 2 * result["records"]:
                         raise RuntimeError(f"{client}: {committed} records committed, {2 * result['records']} sent")
                     rate = result["records"] / result["seconds"]
-                    results.setdefault((client, per), []).append((rate, cpu))
-                    print(f"round {round_number + 1} {client:24} {per:>6}/txn: {rate:>9.0f} records/s, {cpu:.1f} CPU-s")
+                    if round_number >= 0:
+                        results.setdefault((client, per), []).append((rate, cpu))
+                    label = f"round {round_number + 1}" if round_number >= 0 else "warm-up"
+                    print(f"{label} {client:24} {per:>6}/txn: {rate:>9.0f} records/s, {cpu:.1f} CPU-s")
     _write(results, clients, records, args.rounds)
 
 
@@ -197,9 +201,10 @@ def _write(
         "",
         f"`python -m tests.benchmarks.txn_bench`: {records:,} records of {VALUE_SIZE} B per run, in transactions of "
         f"1 k or 10 k records committed one after the other (linger 5 ms, acks=all, idempotence), against one real "
-        f"Kafka {DEFAULT_KAFKA_VERSION} node (transaction version 2) on the same 2-core machine; each client first "
-        f"runs the same transactions untimed in the same process (warm peers), then the timed ones; median of {rounds} "
-        "rounds, clients alternating, read_committed counts checked on the broker. CPU-s: the client process's, "
+        f"Kafka {DEFAULT_KAFKA_VERSION} node (transaction version 2) on the same 2-core machine, warmed by one "
+        "untimed round of every client; each client first runs the same transactions untimed in the same process "
+        f"(warm peers), then the timed ones; median (min-max) of {rounds} rounds, clients alternating, "
+        "read_committed counts checked on the broker. CPU-s: the client process's, "
         "warm-up and start-up included (the JVM's start and JIT for Java).",
         "",
         "| client | 1 k records / txn | 10 k records / txn | CPU-s (1 k, 10 k) |",
@@ -210,7 +215,8 @@ def _write(
         for per in SIZES:
             runs = results.get((client, per), [])
             rate = statistics.median(r for r, _ in runs) if runs else float("nan")
-            cells.append(f"{rate:,.0f} rec/s ({rate / per:,.1f} txn/s)")
+            spread = f"{min(r for r, _ in runs):,.0f}-{max(r for r, _ in runs):,.0f}" if runs else "-"
+            cells.append(f"{rate:,.0f} rec/s ({spread}; {rate / per:,.1f} txn/s)")
             cpus.append(f"{statistics.median(c for _, c in runs):.1f}" if runs else "-")
         lines.append(f"| {LABELS[client]} | {cells[0]} | {cells[1]} | {', '.join(cpus)} |")
     lines.append("")
