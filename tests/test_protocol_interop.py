@@ -44,6 +44,7 @@ KAFKA_PYTHON = {
     ApiKey.ADD_OFFSETS_TO_TXN: (kp_producer.AddOffsetsToTxnRequest, kp_producer.AddOffsetsToTxnResponse),
     ApiKey.END_TXN: (kp_producer.EndTxnRequest, kp_producer.EndTxnResponse),
     ApiKey.TXN_OFFSET_COMMIT: (kp_txn.TxnOffsetCommitRequest, kp_txn.TxnOffsetCommitResponse),
+    ApiKey.DESCRIBE_TRANSACTIONS: (kp_admin.DescribeTransactionsRequest, kp_admin.DescribeTransactionsResponse),
 }
 # Every version we speak that kafka-python knows; it stops short of Kafka 4.4's ApiVersions v5 and TxnOffsetCommit
 # v6, which Kafka's own JSON checks (test_spec_drift) and a real broker (test_protocol_kafka) judge instead.

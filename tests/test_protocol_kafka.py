@@ -69,6 +69,7 @@ RELEASES = {
             ApiKey.END_TXN: (0, 5),
             ApiKey.TXN_OFFSET_COMMIT: (0, 6),
             ApiKey.SASL_AUTHENTICATE: (0, 2),
+            ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         },
         negotiated={
             ApiKey.PRODUCE: 12,
@@ -83,6 +84,7 @@ RELEASES = {
             ApiKey.END_TXN: 5,
             ApiKey.TXN_OFFSET_COMMIT: 6,
             ApiKey.SASL_AUTHENTICATE: 2,
+            ApiKey.DESCRIBE_TRANSACTIONS: 0,
         },
         transaction_version=2,
         refuses_produce_v2=True,
@@ -101,6 +103,7 @@ RELEASES = {
             ApiKey.END_TXN: (0, 4),
             ApiKey.TXN_OFFSET_COMMIT: (0, 4),
             ApiKey.SASL_AUTHENTICATE: (0, 2),
+            ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         },
         negotiated={
             ApiKey.PRODUCE: 11,
@@ -115,6 +118,7 @@ RELEASES = {
             ApiKey.END_TXN: 4,
             ApiKey.TXN_OFFSET_COMMIT: 4,
             ApiKey.SASL_AUTHENTICATE: 2,
+            ApiKey.DESCRIBE_TRANSACTIONS: 0,
         },
         transaction_version=0,
         refuses_produce_v2=False,

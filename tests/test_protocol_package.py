@@ -72,6 +72,7 @@ def test_api_keys_are_kafkas() -> None:
         "END_TXN": 26,
         "TXN_OFFSET_COMMIT": 28,
         "SASL_AUTHENTICATE": 36,
+        "DESCRIBE_TRANSACTIONS": 65,
     }
 
 

@@ -34,6 +34,7 @@ KAFKA_4_1 = {
     26: (0, 5),
     28: (0, 5),
     36: (0, 2),
+    65: (0, 0),
 }
 
 
@@ -72,6 +73,7 @@ def test_negotiation_against_kafka_4_1_1() -> None:
         ApiKey.END_TXN: 5,
         ApiKey.TXN_OFFSET_COMMIT: 5,
         ApiKey.SASL_AUTHENTICATE: 2,
+        ApiKey.DESCRIBE_TRANSACTIONS: 0,
     }
 
 

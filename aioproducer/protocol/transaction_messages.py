@@ -1,5 +1,4 @@
-"""Declarations of FindCoordinator and the transaction messages (DescribeTransactions included), transcribed from
-Kafka's common/message/*.json.
+"""Declarations of FindCoordinator and the transaction messages (DescribeTransactions too), from Kafka's JSON.
 
 Owns the field lists only (tests/test_spec_drift.py holds them to the official JSON); messages.py merges them in.
 """

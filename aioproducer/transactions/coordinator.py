@@ -104,8 +104,9 @@ class Coordinators:
 
     async def ask_once(self, target: Target, api: ApiKey, body: Mapping[str, Any]) -> dict[str, Any] | None:
         """One attempt at `api` to `target`'s coordinator when it is known: its answer, or None when no coordinator
-        is known, the API is not offered or the attempt failed (bounded by the connection's own timeouts). For
-        requests that only inform (DescribeTransactions): nothing is retried and nothing is looked up again."""
+        is known or the attempt failed (bounded by the connection's own timeouts); UnsupportedVersionError when the
+        broker does not offer the API. For requests that only inform (DescribeTransactions): nothing is retried and
+        nothing is looked up again."""
         node = self._nodes.get(target)
         if node is None:
             return None
@@ -113,7 +114,7 @@ class Coordinators:
             conn = await self._cluster.connect_to(node)
             version = conn.versions.get(api)
             if version is None:
-                return None
+                raise UnsupportedVersionError(f"broker {conn.node_id} does not offer {api.name}")
             async with self._lock:
                 return await conn.request(api, body, version=version)
         except TransportError as exc:

@@ -304,12 +304,13 @@ class TransactionManager:
         state's rule 7, whoever asked for it: an abortable error, a broken sequence stream, a refused abort)."""
         ended = self.state.transaction_ended()
         if ended is State.INITIALIZING:
+            await self._markers.wait()  # the bump meets CONCURRENT_TRANSACTIONS until the markers are written
             await self._init_producer_id(bump=True)
         elif ended is State.FATAL_ERROR:
             self._fatal(self.state.last_error or TransactionFatalError("invalid transaction state"))
 
     async def _run_send_offsets(self, committed: list[CommittedOffset], metadata: ConsumerGroupMetadata) -> None:
-        await self._markers.wait()  # adding the offsets partition meets the same refusal as a first Produce
+        await self._markers.wait()  # adding the offsets' partition meets the same refusal as a first Produce
         try:
             if self.state.tv2:
                 self.state.mark_sent()  # TxnOffsetCommit v5 adds the offsets partition itself (KIP-890)
