@@ -64,6 +64,11 @@ __all__ = ["Producer"]
 log = logging.getLogger("aioproducer.producer")
 
 _NEW, _RUNNING, _CLOSING, _CLOSED = "new", "running", "closing", "closed"
+_LET_THE_LOOP_RUN = "the producer must let the event loop run first: await enqueue(...)"
+
+
+def _must_wait_for(topic: str) -> str:
+    return f"topic {topic!r} has no metadata yet, or buffer memory is short: await enqueue(...)"
 
 
 class Producer(TableMethods, TransactionalMethods):
@@ -93,6 +98,8 @@ class Producer(TableMethods, TransactionalMethods):
         self._record_serializer = RecordSerializer.for_settings(cfg.key_serializer, cfg.value_serializer)
         self._compression = CompressionType.from_name(cfg.compression_type)
         self._state = _NEW
+        # enqueue_nowait's fast path: running, without serializers, record hooks or transactions (see _enter).
+        self._plain = False
         self._loop: asyncio.AbstractEventLoop  # set by start(); nothing uses it before
         self._task: asyncio.Task[None] | None = None
         self._accumulator = RecordAccumulator(
@@ -163,11 +170,18 @@ class Producer(TableMethods, TransactionalMethods):
         self._row_appender = self._new_appender(serialize=False)  # send_table's rows as records (record hooks)
         self._task = self._loop.create_task(self._sender.run(), name="aioproducer-sender")
         self._task.add_done_callback(self._on_sender_exit)
-        self._state = _RUNNING
+        self._enter(_RUNNING)
         await self._first_metadata()
         if self._txn is not None:
             # On a timeout the producer stays started: init_transactions() resumes the wait.
             await self.init_transactions()  # timed as Java's txn-init-time-ns-total
+
+    def _enter(self, state: str) -> None:
+        """The producer's state changes: and with it whether enqueue_nowait may take its fast path."""
+        self._state = state
+        self._plain = (
+            state == _RUNNING and self._record_serializer is None and self._record_hooks is None and self._txn is None
+        )
 
     async def _first_metadata(self) -> None:
         """Wait (at most `max_block_ms`) for the sender's first Metadata attempt, which readiness rests on."""
@@ -267,7 +281,7 @@ class Producer(TableMethods, TransactionalMethods):
         as if the timeout had passed.
         """
         if self._state == _NEW:
-            self._state = _CLOSED
+            self._enter(_CLOSED)
             return
         if self._state != _RUNNING:
             # Closing already (another close, or the sender crashed): wait until that is done.
@@ -299,7 +313,7 @@ class Producer(TableMethods, TransactionalMethods):
 
     def _begin_closing(self) -> None:
         """No more records: sends raise, waiting sends fail now, and every buffered batch is ready at once."""
-        self._state = _CLOSING
+        self._enter(_CLOSING)
         self._accumulator.close()
         error = self._closed_error()
         self._memory_waiters.fail_all(error)
@@ -332,7 +346,7 @@ class Producer(TableMethods, TransactionalMethods):
                 ProducerClosedError("the producer was closed while waiting for buffer memory")
             )
         finally:
-            self._state = _CLOSED
+            self._enter(_CLOSED)
             self._stopped.set_result(None)
             self._observer.hooks.close()
 
@@ -443,13 +457,21 @@ class Producer(TableMethods, TransactionalMethods):
         Any other error is `enqueue`'s. A producer with an async serializer cannot buffer without awaiting it:
         every call raises WouldBlockError.
         """
+        if self._plain:  # the steps below with nothing to serialize, show hooks or check: this call is most of a
+            appender = self._appender  # plain record's cost, and each check here runs for every record
+            if appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
+                raise WouldBlockError(_LET_THE_LOOP_RUN)
+            delivery = appender.append_now(topic, value, key, headers, partition, timestamp_ms)
+            if type(delivery) is PreparedRecord:
+                raise WouldBlockError(_must_wait_for(topic))
+            return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
         # Refusals that do not depend on the record come before the record hooks see it: a record shown to them is
         # acknowledged to them once (the OpenTelemetry hook opens a span it closes then), and the caller sends this
         # one again with enqueue.
         serializer = self._record_serializer
         if self._state == _RUNNING:
             if self._appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
-                raise WouldBlockError("the producer must let the event loop run first: await enqueue(...)")
+                raise WouldBlockError(_LET_THE_LOOP_RUN)
             if serializer is not None and serializer.is_async:
                 raise WouldBlockError("an async serializer must be awaited: await enqueue(...)")
         hooks = self._record_hooks
@@ -465,9 +487,7 @@ class Producer(TableMethods, TransactionalMethods):
                 self._txn.check_send()
             delivery = self._appender.append_now(topic, value, key, headers, partition, timestamp_ms)
             if type(delivery) is PreparedRecord:
-                raise WouldBlockError(
-                    f"topic {topic!r} has no metadata yet, or buffer memory is short: await enqueue(...)"
-                )
+                raise WouldBlockError(_must_wait_for(topic))
         except BaseException as exc:
             if hooks is not None:  # WouldBlockError included (Java's onSendError for a send that could not buffer)
                 hooks.refused(record, exc)

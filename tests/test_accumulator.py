@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.deliveries.delivery import BatchOutcome, resolve
 from aioproducer.idempotence.sequences import IdempotenceState
@@ -266,3 +268,28 @@ def test_ready_reports_each_topic_s_load_for_adaptive_partitioning() -> None:
     acc.ready(0, leaders.__getitem__)
     assert ("t", [2, 6, 0], [0, 1, 2], 4) in reports
     assert make().ready(0, leaders.__getitem__).ready == {}  # without a sink nothing is counted
+
+
+class _Queued:
+    """A queued batch as the load sees it; reading the size of one past the sample fails the test."""
+
+    def __init__(self, reserved: int, readable: bool = True) -> None:
+        self._reserved, self._readable = reserved, readable
+
+    @property
+    def reserved_bytes(self) -> int:
+        assert self._readable, "a batch past the sample was read"
+        return self._reserved
+
+
+def test_load_of_a_long_queue_reads_only_its_oldest_batches() -> None:
+    """Regression: the adaptive partitioner's load summed every queued batch of every partition on every pass of the
+    sender; with a full buffer of 16 KiB batches (hundreds per partition) that was a sixth of the event loop's time.
+    Up to the sample the load is exact; beyond it, the sample's mean size times the queue's length."""
+    from aioproducer.buffer.accumulator import _LOAD_SAMPLE_BATCHES, _queued_bytes
+
+    short = deque(_Queued(size) for size in range(1, _LOAD_SAMPLE_BATCHES + 1))
+    assert _queued_bytes(short) == sum(range(1, _LOAD_SAMPLE_BATCHES + 1))  # type: ignore[arg-type]
+    assert _queued_bytes(deque()) == 0
+    long = deque([_Queued(1000) for _ in range(_LOAD_SAMPLE_BATCHES)] + [_Queued(0, readable=False)] * 392)
+    assert _queued_bytes(long) == 1000 * 400  # type: ignore[arg-type]

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from aioproducer import Producer, RecordMetadata
-from aioproducer.errors import InvalidRecordError, ProducerClosedError, WouldBlockError
-from aioproducer.testing import MockProducer, read_back
+from aioproducer.errors import InvalidRecordError, ProducerClosedError, TransactionStateError, WouldBlockError
+from aioproducer.testing import MockCluster, MockProducer, read_back
 from tests.twins import TWINS, use_twin
 
 
@@ -161,3 +161,17 @@ async def test_the_mock_producer_takes_it_too() -> None:
         delivery = mock.enqueue_nowait("orders", b"v", key=b"k")
         assert (await delivery).topic == "orders"
         assert [r.value for r in mock.history()] == [b"v"]
+
+
+async def test_a_transactional_producer_never_takes_the_plain_path(mock_cluster: MockCluster) -> None:
+    """The fast path for plain producers (no serializer, no record hooks, not transactional) must not skip the
+    transaction's check: outside a transaction a record is refused, inside one it is buffered and committed."""
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, transactional_id="tx", linger_ms=1) as producer:
+        with pytest.raises(TransactionStateError):
+            producer.enqueue_nowait("t", b"outside")
+        await producer.begin_transaction()
+        await producer.enqueue("t", b"first")  # the topic's metadata
+        delivery = producer.enqueue_nowait("t", b"second")
+        await producer.commit_transaction()
+        assert (await delivery).offset == 1
