@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -54,7 +54,10 @@ class Coordinator:
         return next(self.script)
 
 
-def watch_of(coordinator: Coordinator, bound_ms: int = 5000) -> tuple[MarkerWatch, list[int], set[asyncio.Task[None]]]:
+def watch_of(
+    ask: Coordinator | Callable[[ApiKey, Mapping[str, Any]], Awaitable[dict[str, Any] | None]], bound_ms: int = 5000
+) -> tuple[MarkerWatch, list[int], set[asyncio.Task[None]]]:
+    """A watch asking `ask` (or a scripted Coordinator), with the sender's wake-ups and the watch's tasks kept."""
     woken: list[int] = []
     tasks: set[asyncio.Task[None]] = set()
 
@@ -63,7 +66,8 @@ def watch_of(coordinator: Coordinator, bound_ms: int = 5000) -> tuple[MarkerWatc
         tasks.add(task)
         return task
 
-    return MarkerWatch(TXN, coordinator.ask, lambda: woken.append(1), spawn, bound_ms), woken, tasks
+    asking = ask.ask if isinstance(ask, Coordinator) else ask
+    return MarkerWatch(TXN, asking, lambda: woken.append(1), spawn, bound_ms), woken, tasks
 
 
 @pytest.mark.parametrize("state", sorted(PREPARING_STATES))
@@ -135,15 +139,7 @@ async def test_a_broker_without_describe_transactions_ends_the_watch_for_good() 
         asked.append(api)
         raise UnsupportedVersionError("broker 1 does not offer DESCRIBE_TRANSACTIONS")
 
-    woken: list[int] = []
-    tasks: set[asyncio.Task[None]] = set()
-
-    def spawn(coro: Any) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro)
-        tasks.add(task)
-        return task
-
-    watch = MarkerWatch(TXN, ask, lambda: woken.append(1), spawn, 5000)
+    watch, woken, tasks = watch_of(ask, 5000)
     watch.start()
     await asyncio.wait(tasks)
     watch.start()
@@ -162,14 +158,7 @@ async def test_an_unreadable_answer_ends_this_wait() -> None:
             raise ProtocolError("truncated DescribeTransactions response")
         return answer("CompleteCommit")
 
-    tasks: set[asyncio.Task[None]] = set()
-
-    def spawn(coro: Any) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro)
-        tasks.add(task)
-        return task
-
-    watch = MarkerWatch(TXN, ask, lambda: None, spawn, 5000)
+    watch, _, tasks = watch_of(ask, 5000)
     watch.start()
     await asyncio.wait(tasks)
     assert all(task.exception() is None for task in tasks)
@@ -217,15 +206,7 @@ async def test_the_wait_ends_at_its_bound_even_while_a_question_is_unanswered() 
     async def ask(api: ApiKey, body: Mapping[str, Any]) -> dict[str, Any] | None:
         return await never
 
-    woken: list[int] = []
-    tasks: set[asyncio.Task[None]] = set()
-
-    def spawn(coro: Any) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro)
-        tasks.add(task)
-        return task
-
-    watch = MarkerWatch(TXN, ask, lambda: woken.append(1), spawn, 50)
+    watch, woken, tasks = watch_of(ask, 50)
     watch.start()
     assert watch.pending
     await asyncio.sleep(0.3)
