@@ -384,7 +384,7 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
         self._log.inject_error(error, count, topic)
 
     # -- transactions -------------------------------------------------------------------------------------------
-    def _transaction_manager(self) -> MockTransactions:  # type: ignore[override]  # the same calls, in memory
+    def _transaction_manager(self) -> MockTransactions:
         if self._txn is None:
             raise TransactionStateError("not a transactional producer: create it with transactional_id=...")
         self._check_running()
