@@ -4,6 +4,7 @@ became of them; mixed into `Producer`.
 Owns the table path's waits (a row's topic metadata and buffer memory, together bounded by `max_block_ms`; topics
 that already timed out in the call fail their later rows at once) and the turn calls take. What a row must be and
 which batch it joins are `append.table_appender`'s; how its outcome is kept and reported is `deliveries.table`'s.
+What it needs of the producer it is mixed into is `TableHost`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aioproducer.append.appender import Appender
 from aioproducer.append.table_appender import TableAppender
@@ -34,7 +35,7 @@ from aioproducer.validation import check_topic
 if TYPE_CHECKING:
     from aioproducer.transactions.manager import TransactionManager
 
-__all__ = ["TableMethods"]
+__all__ = ["TableHost", "TableMethods"]
 
 # enqueue, send_many and send_table yield to the event loop after buffering this many bytes without waiting, so a
 # tight loop of calls does not starve the sender (which could then send nothing until buffer_memory is full) or
@@ -42,40 +43,61 @@ __all__ = ["TableMethods"]
 YIELD_AFTER_BYTES = 64 * 1024
 
 
-class TableMethods:
-    """Publishing Arrow tables (`send_table`); the parts it uses are `Producer`'s, set up by `start()`."""
+class TableHost(Protocol):
+    """What `send_table` needs of the producer it is mixed into: `Producer`'s parts, set up by `start()`, and its
+    checks, waits and `send_many` path."""
 
-    config: ProducerConfig
-    _txn: TransactionManager | None
-    _record_hooks: RecordHooks | None
-    _table_turn: asyncio.Lock
-    _table_appender: TableAppender
-    _row_appender: Appender
-    _loop: asyncio.AbstractEventLoop
-    _cluster: Cluster
-    _memory_waiters: MemoryWaiters
-    _accumulator: RecordAccumulator
-    _observer: Observer
+    @property
+    def config(self) -> ProducerConfig: ...
 
-    def _raise_unless_running(self) -> None:
-        raise NotImplementedError
+    @property
+    def _txn(self) -> TransactionManager | None: ...
 
-    def _refusal(self) -> AioProducerError | None:
-        raise NotImplementedError
+    @property
+    def _record_hooks(self) -> RecordHooks | None: ...
+
+    @property
+    def _table_turn(self) -> asyncio.Lock: ...
+
+    @property
+    def _table_appender(self) -> TableAppender: ...
+
+    @property
+    def _row_appender(self) -> Appender: ...
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop: ...
+
+    @property
+    def _cluster(self) -> Cluster: ...
+
+    @property
+    def _memory_waiters(self) -> MemoryWaiters: ...
+
+    @property
+    def _accumulator(self) -> RecordAccumulator: ...
+
+    @property
+    def _observer(self) -> Observer: ...
+
+    def _raise_unless_running(self) -> None: ...
+
+    def _refusal(self) -> AioProducerError | None: ...
 
     async def _send_many(
         self, records: Iterable[ProducerRecord], appender: Appender | None = None
-    ) -> list[RecordMetadata | BaseException]:
-        raise NotImplementedError
+    ) -> list[RecordMetadata | BaseException]: ...
 
-    def _sending_at_once(self) -> AbstractContextManager[None]:
-        raise NotImplementedError
+    def _sending_at_once(self) -> AbstractContextManager[None]: ...
 
-    async def _wait_for_topic(self, topic: str, partition: int | None) -> TopicInfo:
-        raise NotImplementedError
+    async def _wait_for_topic(self, topic: str, partition: int | None) -> TopicInfo: ...
+
+
+class TableMethods:
+    """Publishing Arrow tables (`send_table`) on a `TableHost`."""
 
     async def send_table(
-        self,
+        self: TableHost,
         data: Any,
         *,
         topic: str | None = None,
@@ -135,73 +157,76 @@ class TableMethods:
                 return await send_table_as_records(reader, topic, send_rows, offsets)
         deliveries = TableDeliveries(offsets)
         async with self._table_turn:  # the rows are buffered in turn; their delivery is waited for together
-            rows = await self._buffer_table(reader, topic, deliveries)
-        return await self._table_report(deliveries, rows)
+            rows = await _buffer_table(self, reader, topic, deliveries)
+        return await _table_report(self, deliveries, rows)
 
-    async def _buffer_table(self, reader: ArrowReader, topic: str | None, deliveries: TableDeliveries) -> int:
-        """Buffer (or refuse) every row of the table into `deliveries`; the number of rows read."""
-        appender = self._table_appender
-        # Topics whose metadata did not come within max_block_ms in this call: topic -> (the lowest partition it
-        # lacked, or -1 when the topic itself is missing, and the error). Their later rows fail at once: waiting
-        # max_block_ms again for each would hold a table of such rows for hours.
-        missing: dict[str, tuple[int, AioProducerError]] = {}
-        rows = 0
-        with reader:
-            for columns in reader:
-                start, waited = 0, False
-                while start < columns.num_rows:
-                    stop = self._refusal()
-                    if stop is not None:  # closing, or the transaction ended: this batch's rest fails, no more is read
-                        for row in range(start, columns.num_rows):
-                            deliveries.refuse(rows + row, stop)
-                        return rows + columns.num_rows
-                    wait = appender.append_rows(
-                        columns, start, rows, topic, int(time.time() * 1000), deliveries, YIELD_AFTER_BYTES, waited
-                    )
-                    if wait is None:
-                        break
-                    start, waited = wait.row, False
-                    if not wait.topic:  # buffered enough without yielding: let the sender and other tasks run
-                        appender.unyielded_bytes = 0
-                        await asyncio.sleep(0)
-                        continue
-                    known = missing.get(wait.topic) if not wait.memory else None
-                    if known is not None:
-                        error = _still_missing(wait.topic, wait.partition, *known)
-                        if error is not None:
-                            deliveries.refuse(rows + start, error)
-                            start += 1
-                            continue
-                    try:
-                        await self._wait_to_append(wait.topic, wait.partition, wait.memory)
-                        waited = True
-                    except AioProducerError as exc:  # metadata or memory did not come within max_block_ms
-                        deliveries.refuse(rows + start, exc)
+
+async def _buffer_table(
+    producer: TableHost, reader: ArrowReader, topic: str | None, deliveries: TableDeliveries
+) -> int:
+    """Buffer (or refuse) every row of the table into `deliveries`; the number of rows read."""
+    appender = producer._table_appender
+    # Topics whose metadata did not come within max_block_ms in this call: topic -> (the lowest partition it
+    # lacked, or -1 when the topic itself is missing, and the error). Their later rows fail at once: waiting
+    # max_block_ms again for each would hold a table of such rows for hours.
+    missing: dict[str, tuple[int, AioProducerError]] = {}
+    rows = 0
+    with reader:
+        for columns in reader:
+            start, waited = 0, False
+            while start < columns.num_rows:
+                stop = producer._refusal()
+                if stop is not None:  # closing, or the transaction ended: this batch's rest fails, no more is read
+                    for row in range(start, columns.num_rows):
+                        deliveries.refuse(rows + row, stop)
+                    return rows + columns.num_rows
+                wait = appender.append_rows(
+                    columns, start, rows, topic, int(time.time() * 1000), deliveries, YIELD_AFTER_BYTES, waited
+                )
+                if wait is None:
+                    break
+                start, waited = wait.row, False
+                if not wait.topic:  # buffered enough without yielding: let the sender and other tasks run
+                    appender.unyielded_bytes = 0
+                    await asyncio.sleep(0)
+                    continue
+                known = missing.get(wait.topic) if not wait.memory else None
+                if known is not None:
+                    error = _still_missing(wait.topic, wait.partition, *known)
+                    if error is not None:
+                        deliveries.refuse(rows + start, error)
                         start += 1
-                        if not wait.memory and isinstance(exc, (MetadataTimeoutError, UnknownPartitionError)):
-                            lacked = (
-                                -1 if wait.partition is None or type(exc) is MetadataTimeoutError else wait.partition
-                            )
-                            if known is None or 0 <= lacked < known[0]:
-                                missing[wait.topic] = (lacked, exc)
-                rows += columns.num_rows
-        return rows
+                        continue
+                try:
+                    await _wait_to_append(producer, wait.topic, wait.partition, wait.memory)
+                    waited = True
+                except AioProducerError as exc:  # metadata or memory did not come within max_block_ms
+                    deliveries.refuse(rows + start, exc)
+                    start += 1
+                    if not wait.memory and isinstance(exc, (MetadataTimeoutError, UnknownPartitionError)):
+                        lacked = -1 if wait.partition is None or type(exc) is MetadataTimeoutError else wait.partition
+                        if known is None or 0 <= lacked < known[0]:
+                            missing[wait.topic] = (lacked, exc)
+            rows += columns.num_rows
+    return rows
 
-    async def _table_report(self, deliveries: TableDeliveries, rows: int) -> TableReport:
-        # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
-        with self._sending_at_once():
-            await deliveries.settled()
-        return deliveries.report(rows)
 
-    async def _wait_to_append(self, topic: str, partition: int | None, memory: int) -> None:
-        """Wait for what a row needs before it is buffered: its topic's metadata (a partition beyond the known ones
-        included), or `memory` bytes of buffer memory; together bounded by `max_block_ms`."""
-        deadline = self._loop.time() + self.config.max_block_ms / 1000
-        info = self._cluster.metadata.topics.get(topic)
-        if info is None or not info.num_partitions or (partition is not None and partition >= info.num_partitions):
-            info = await self._wait_for_topic(topic, partition)
-        if memory and (self._memory_waiters or not self._accumulator.has_room(memory)):
-            await self._observer.timed_memory_wait(self._memory_waiters.wait(memory, deadline))
+async def _table_report(producer: TableHost, deliveries: TableDeliveries, rows: int) -> TableReport:
+    # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
+    with producer._sending_at_once():
+        await deliveries.settled()
+    return deliveries.report(rows)
+
+
+async def _wait_to_append(producer: TableHost, topic: str, partition: int | None, memory: int) -> None:
+    """Wait for what a row needs before it is buffered: its topic's metadata (a partition beyond the known ones
+    included), or `memory` bytes of buffer memory; together bounded by `max_block_ms`."""
+    deadline = producer._loop.time() + producer.config.max_block_ms / 1000
+    info = producer._cluster.metadata.topics.get(topic)
+    if info is None or not info.num_partitions or (partition is not None and partition >= info.num_partitions):
+        info = await producer._wait_for_topic(topic, partition)
+    if memory and (producer._memory_waiters or not producer._accumulator.has_room(memory)):
+        await producer._observer.timed_memory_wait(producer._memory_waiters.wait(memory, deadline))
 
 
 def _still_missing(topic: str, partition: int | None, lacked: int, error: AioProducerError) -> AioProducerError | None:

@@ -54,11 +54,13 @@ class _Batch:
 
 
 class _Source:
-    """The exporter's data as a stream: its own ArrowArrayStream, or one (schema, array) pair."""
+    """The exporter's data as a stream: its own ArrowArrayStream, or one (schema, array) pair. Without a stream,
+    `schema` is the pair's (an empty, unset one until then); `cdata.release` runs a callback at most once, so the
+    schema may be released both by the reader that took it and by `close`."""
 
     def __init__(self, data: object) -> None:
         self.stream: cdata.ArrowArrayStream | None = None
-        self.schema: cdata.ArrowSchema | None = None
+        self.schema = cdata.ArrowSchema()
         self.array: cdata.ArrowArray | None = None
         try:
             if cdata.is_capsule(data):
@@ -84,40 +86,42 @@ class _Source:
             raise InvalidTableError(f"exporting {type(data).__name__} as Arrow failed: {exc}") from exc
 
     def take_schema(self) -> cdata.ArrowSchema:
-        if self.stream is None:
-            schema, self.schema = self.schema, None
-            assert schema is not None  # taken once, by the reader's constructor
-            return schema
+        """The table's schema, for the caller to release: read from the stream, or the pair's."""
+        stream = self.stream
+        if stream is None:
+            return self.schema
         schema = cdata.ArrowSchema()
-        self._call(self.stream.get_schema, schema, "reading the Arrow stream's schema")
+        _call(stream, stream.get_schema, schema, "reading the Arrow stream's schema")
         if not schema.release:
             raise InvalidTableError("the Arrow stream gave no schema")
         return schema
 
     def take_array(self) -> cdata.ArrowArray | None:
-        if self.stream is None:
+        stream = self.stream
+        if stream is None:
             array, self.array = self.array, None
             return array
         array = cdata.ArrowArray()
-        self._call(self.stream.get_next, array, "reading the next batch of the Arrow stream")
+        _call(stream, stream.get_next, array, "reading the next batch of the Arrow stream")
         return array if array.release else None  # a released structure marks the end of the stream
-
-    def _call(self, callback: Any, out: cdata.ArrowSchema | cdata.ArrowArray, what: str) -> None:
-        assert self.stream is not None
-        code = callback(ctypes.byref(self.stream), ctypes.byref(out))
-        if code:
-            if out.release:  # a producer should leave `out` untouched on failure; if not, it is still ours to free
-                cdata.release(out)
-            address = self.stream.get_last_error(ctypes.byref(self.stream)) if self.stream.get_last_error else None
-            detail = ctypes.string_at(address).decode("utf-8", "replace") if address else "no message"
-            name = errno.errorcode.get(code, str(code))
-            raise InvalidTableError(f"{what} failed: {detail} ({name}: {os.strerror(code)})")
 
     def close(self) -> None:
         for struct in (self.stream, self.schema, self.array):
             if struct is not None:
                 cdata.release(struct)
-        self.stream = self.schema = self.array = None
+        self.stream = self.array = None
+
+
+def _call(stream: cdata.ArrowArrayStream, callback: Any, out: cdata.ArrowSchema | cdata.ArrowArray, what: str) -> None:
+    """One of `stream`'s callbacks filling `out`; a non-zero code is an InvalidTableError with the stream's message."""
+    code = callback(ctypes.byref(stream), ctypes.byref(out))
+    if code:
+        if out.release:  # a producer should leave `out` untouched on failure; if not, it is still ours to free
+            cdata.release(out)
+        address = stream.get_last_error(ctypes.byref(stream)) if stream.get_last_error else None
+        detail = ctypes.string_at(address).decode("utf-8", "replace") if address else "no message"
+        name = errno.errorcode.get(code, str(code))
+        raise InvalidTableError(f"{what} failed: {detail} ({name}: {os.strerror(code)})")
 
 
 class ArrowReader:

@@ -4,7 +4,8 @@ delivered once written; a request with no answer retried or failed; failed batch
 
 Owns the retry backoff (with jitter) and the logging of failures; the decisions are `IdempotenceState`'s, the
 sending side (draining, closing batches, writing requests) is `sender`'s. Both work on the same in-flight
-bookkeeping (`_in_flight`, `_on_wire`), declared below and set up by `Sender.__init__`.
+bookkeeping (`_in_flight`, `_on_wire`); it and the rest `Answers` uses of `Sender` (`wake` included) are declared
+below and set up by `Sender`.
 """
 
 from __future__ import annotations
@@ -64,9 +65,7 @@ class Answers:
     _failure_log: FailureLog
     on_batch_done: Callable[[], None]
     transaction: TransactionGate | None
-
-    def wake(self) -> None:
-        raise NotImplementedError
+    wake: Callable[[], None]  # `Sender.wake`: pokes the sending task
 
     def _on_produce_done(
         self,

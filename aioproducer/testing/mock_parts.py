@@ -1,21 +1,37 @@
 """The in-memory parts behind `MockProducer`: what the Producer's appender sees of an accumulator and of cluster
-metadata, and the records a mock holds. Owns no completion logic (that is `MockProducer`'s); no I/O.
+metadata, the Producer's appender over them (`mock_appender`), and the records a mock holds. Owns no completion logic
+(that is `mock_log`'s); no I/O.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from aioproducer.append.appender import RECORD_MEMORY_OVERHEAD, PureAppender
+from aioproducer.buffer.pool import PureBufferPool
+from aioproducer.config import ProducerConfig
 from aioproducer.deliveries.delivery import BatchOutcome
 from aioproducer.errors import ConfigError
 from aioproducer.models import Header
 from aioproducer.network.metadata import PartitionInfo, TopicInfo
+from aioproducer.producer import _resolve_partitioner
+from aioproducer.records.layout import BATCH_HEADER_SIZE
+from aioproducer.serializers import resolve_serializer
 from aioproducer.validation import check_topic
 
-__all__ = ["InjectedError", "MockAccumulator", "MockBatch", "MockTopics", "PendingRecord", "SentRecord"]
+__all__ = [
+    "InjectedError",
+    "MockAccumulator",
+    "MockBatch",
+    "MockTopics",
+    "PendingRecord",
+    "SentRecord",
+    "mock_appender",
+]
 
 _MOCK_BROKER = 0
 
@@ -107,3 +123,32 @@ class MockTopics:
         info = TopicInfo(topic, layout, tuple(range(partitions)))
         self.topics[topic] = info
         return info
+
+
+def mock_appender(cfg: ProducerConfig, accept: Callable[[PendingRecord], None], topics: MockTopics) -> PureAppender:
+    """The Producer's own per-record path (the pure-Python appender: validation, serializers, partitioner, size
+    limits) as `cfg` sets it up, handing each record it places to `accept`."""
+    return PureAppender(
+        accumulator=MockAccumulator(accept),  # type: ignore[arg-type]  # the part of it the appender uses
+        # No memory limit in a mock; the pool only keeps the appender's count.
+        pool=PureBufferPool(sys.maxsize),
+        cluster_state=topics,  # type: ignore[arg-type]
+        partitioner=_resolve_partitioner(cfg),
+        key_serializer=resolve_serializer(cfg.key_serializer, role="key"),
+        value_serializer=resolve_serializer(cfg.value_serializer),
+        plain_bytes_keys=cfg.key_serializer in (None, "bytes"),
+        plain_bytes_values=cfg.value_serializer in (None, "bytes"),
+        # The Producer's limits (Producer._new_appender): a record must fit a request and the buffer.
+        max_record_bytes=min(cfg.max_request_size - BATCH_HEADER_SIZE, cfg.buffer_memory - RECORD_MEMORY_OVERHEAD),
+        size_limit_message=f"larger than max_request_size={cfg.max_request_size} / buffer_memory={cfg.buffer_memory}",
+        clock_ms=_no_clock,
+        wake_sender=_nothing,
+    )
+
+
+def _no_clock() -> int:
+    return 0
+
+
+def _nothing() -> None:
+    return None

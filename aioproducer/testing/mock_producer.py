@@ -1,30 +1,27 @@
 """`MockProducer`: the Producer's API in memory, for testing code that produces without a broker.
 
-Owns an in-memory log per topic-partition and the records waiting to complete; records take the Producer's own
-per-record path (the pure-Python `Appender`: validation, serializers, partitioner, size limits), so they are
-refused and partitioned exactly as the Producer would. Completion mirrors Java's `MockProducer`: automatic (at once,
-or after `latency_ms`) or manual (`complete_next`, `fail_next`, and `flush` completes everything).
+Owns the Producer-facing API: the lifecycle, which calls are allowed when, and what each accepts. Records take the
+Producer's own per-record path (`mock_parts.mock_appender`), so they are refused and partitioned exactly as the
+Producer would. What happens to an accepted record (completion as Java's `MockProducer`: automatic, at once or after
+`latency_ms`, or manual; its offset; the logs) is `mock_log`'s. With `transactional_id` the mock is transactional:
+`mock_transactions` keeps its transactions on the Producer's own state machine, `mock_transaction_api` is what a test
+reads and sets of them.
 
-A record gets its offset when it completes successfully, as a broker assigns it on append; `_write` is the one place
-records enter a partition's log. With `transactional_id` the mock is transactional (`mock_transactions`, on the
-Producer's own state machine): a record completed inside a transaction takes its offset but is held until commit
-(dropped on abort), and each partition of an ended transaction takes one more offset for its control record.
+At about 450 lines it stays whole: it is the Producer's public surface, one short method per call with the Producer's
+signature and documentation, and what lies behind the calls is in the modules named above.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import time
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from aioproducer.append.appender import RECORD_MEMORY_OVERHEAD, PreparedRecord, PureAppender
+from aioproducer.append.appender import PreparedRecord
 from aioproducer.append.table_records import send_table_as_records
-from aioproducer.buffer.pool import PureBufferPool
 from aioproducer.columnar.reader import ArrowReader
 from aioproducer.config import ProducerConfig
 from aioproducer.deliveries.bulk import BulkDeliveries, wait_all
@@ -43,12 +40,12 @@ from aioproducer.models import ProducerRecord, RecordMetadata, TableReport, reco
 from aioproducer.network.metadata import TopicInfo
 from aioproducer.observability.health import Health
 from aioproducer.observability.metrics import MetricsSnapshot
-from aioproducer.producer import _resolve_partitioner
-from aioproducer.records.layout import BATCH_HEADER_SIZE
-from aioproducer.serializers import RecordSerializer, resolve_serializer
+from aioproducer.serializers import RecordSerializer
 from aioproducer.settings import ProducerSettings
+from aioproducer.testing.mock_log import MockLog
 from aioproducer.testing.mock_observe import MockObserver
-from aioproducer.testing.mock_parts import InjectedError, MockAccumulator, MockTopics, PendingRecord, SentRecord
+from aioproducer.testing.mock_parts import MockTopics, SentRecord, mock_appender
+from aioproducer.testing.mock_transaction_api import MockTransactionControls
 from aioproducer.testing.mock_transactions import MockTransactions
 from aioproducer.transactions.api import TransactionalMethods
 from aioproducer.transactions.state import State as TransactionPhase
@@ -63,7 +60,7 @@ _NEW, _RUNNING, _CLOSED = "new", "running", "closed"
 _DEFAULT_BOOTSTRAP = "mock:9092"
 
 
-class MockProducer(TransactionalMethods):
+class MockProducer(TransactionalMethods, MockTransactionControls):
     """The Producer's API (`send`, `enqueue`, `send_many`, `wait`, `flush`, `close`, `partitions_for`, `health`,
     `metrics`, and the transactional methods) without a broker.
 
@@ -111,49 +108,43 @@ class MockProducer(TransactionalMethods):
         if latency_ms < 0:
             raise ConfigError(f"latency_ms must be >= 0, got {latency_ms!r}")
         self.default_partitions = default_partitions
-        self.auto_complete = auto_complete
-        self.latency_ms = latency_ms
         self.send_error: BaseException | None = None
         self._state = _NEW
         self._observe = MockObserver(cfg.buffer_memory)
         self._metrics = self._observe.metrics  # TransactionalMethods adds its call times here
+        self._log = log = MockLog(self._observe, auto_complete, latency_ms)
         self._cluster = MockTopics()
         for topic, count in (topics or {}).items():
             self._cluster.add(topic, count)
-        self._appender = PureAppender(
-            accumulator=MockAccumulator(self._accept),  # type: ignore[arg-type]  # the part of it the appender uses
-            # No memory limit in a mock; the pool only keeps the appender's count.
-            pool=PureBufferPool(sys.maxsize),
-            cluster_state=self._cluster,  # type: ignore[arg-type]
-            partitioner=_resolve_partitioner(cfg),
-            key_serializer=resolve_serializer(cfg.key_serializer, role="key"),
-            value_serializer=resolve_serializer(cfg.value_serializer),
-            plain_bytes_keys=cfg.key_serializer in (None, "bytes"),
-            plain_bytes_values=cfg.value_serializer in (None, "bytes"),
-            # The Producer's limits (Producer._new_appender): a record must fit a request and the buffer.
-            max_record_bytes=min(cfg.max_request_size - BATCH_HEADER_SIZE, cfg.buffer_memory - RECORD_MEMORY_OVERHEAD),
-            size_limit_message=(
-                f"larger than max_request_size={cfg.max_request_size} / buffer_memory={cfg.buffer_memory}"
-            ),
-            clock_ms=_no_clock,
-            wake_sender=_nothing,
-        )
+        self._appender = mock_appender(cfg, log.accept, self._cluster)
         self._record_serializer = RecordSerializer.for_settings(cfg.key_serializer, cfg.value_serializer)
-        self._history: list[ProducerRecord] = []
-        self._pending: deque[PendingRecord] = deque()
-        self._logs: dict[tuple[str, int], list[SentRecord]] = {}
-        self._next_offsets: dict[tuple[str, int], int] = {}
         self._txn: MockTransactions | None = None
         if cfg.transactional_id is not None:
             self._txn = MockTransactions(
-                cfg.transactional_id, self._settle, self._fail_pending, self._publish, self._skip_offsets
+                cfg.transactional_id, self._settle, log.fail_pending, log.publish, log.skip_offsets
             )
-        self._injected: list[InjectedError] = []
-        self._timers: set[asyncio.TimerHandle] = set()
+            log.transaction = self._txn
         self.flushed = False  # set by flush(); clear() resets it
 
     def __repr__(self) -> str:
-        return f"<MockProducer {self._state} sent={len(self._history)} pending={len(self._pending)}>"
+        return f"<MockProducer {self._state} sent={len(self._log.history())} pending={self.pending}>"
+
+    @property
+    def auto_complete(self) -> bool:
+        """Records complete as they are sent (or `latency_ms` later); False: when the test completes them."""
+        return self._log.auto_complete
+
+    @auto_complete.setter
+    def auto_complete(self, value: bool) -> None:
+        self._log.auto_complete = value
+
+    @property
+    def latency_ms(self) -> float:
+        return self._log.latency_ms
+
+    @latency_ms.setter
+    def latency_ms(self, value: float) -> None:
+        self._log.latency_ms = value
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -193,16 +184,7 @@ class MockProducer(TransactionalMethods):
     def _close_now(self) -> None:
         """Closed at once: what is still pending fails, as the Producer fails what it could not send."""
         self._state = _CLOSED
-        for timer in self._timers:
-            timer.cancel()
-        self._timers.clear()
-        pending, self._pending = self._pending, deque()
-        for record in pending:
-            if record.outcome.loop.is_closed():
-                record.outcome.waiters.clear()  # nothing can wait on a closed loop; its callbacks could not run
-            error = ProducerClosedError("the producer was closed before this record was sent")
-            self._observe.failed(record, error)
-            record.outcome.fail(error)
+        self._log.close()
 
     @property
     def closed(self) -> bool:
@@ -236,11 +218,7 @@ class MockProducer(TransactionalMethods):
         timestamp_ms: int | None = None,
     ) -> Delivery:
         """Accept one record and return its `Delivery`, as `Producer.enqueue` does."""
-        self._check_running()
-        if self._txn is not None:
-            self._txn.check_send()
-        if self.send_error is not None:
-            raise self.send_error
+        self._check_sending()
         given = ProducerRecord._make((topic, value, key, headers, partition, timestamp_ms))
         serializer = self._record_serializer
         if serializer is not None:  # as the Producer: context-aware and async serializers first
@@ -251,11 +229,7 @@ class MockProducer(TransactionalMethods):
                     self._txn.check_send()
             else:
                 key, value, headers = serializer.apply(topic, key, value, headers)
-        delivery = self._appender.append_now(topic, value, key, headers, partition, timestamp_ms)
-        if type(delivery) is PreparedRecord:
-            delivery = self._place(delivery)
-        self._given(given)
-        return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
+        return self._append(given, topic, value, key, headers, partition, timestamp_ms)
 
     def enqueue_nowait(
         self,
@@ -269,21 +243,38 @@ class MockProducer(TransactionalMethods):
     ) -> Delivery:
         """Accept one record without awaiting, as `Producer.enqueue_nowait` does (a mock never waits for metadata or
         memory: only an async serializer makes it raise WouldBlockError)."""
-        self._check_running()
-        if self._txn is not None:
-            self._txn.check_send()
-        if self.send_error is not None:
-            raise self.send_error
+        self._check_sending()
         given = ProducerRecord._make((topic, value, key, headers, partition, timestamp_ms))
         serializer = self._record_serializer
         if serializer is not None:
             if serializer.is_async:
                 raise WouldBlockError("an async serializer must be awaited: await enqueue(...)")
             key, value, headers = serializer.apply(topic, key, value, headers)
+        return self._append(given, topic, value, key, headers, partition, timestamp_ms)
+
+    def _check_sending(self) -> None:
+        """A record may be sent now (as the Producer's checks, then Java's `sendException`)."""
+        self._check_running()
+        if self._txn is not None:
+            self._txn.check_send()
+        if self.send_error is not None:
+            raise self.send_error
+
+    def _append(
+        self,
+        given: ProducerRecord,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: Any,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> Delivery:
+        """A serialized record through the appender; `given` (its form before serialization) joins the history."""
         delivery = self._appender.append_now(topic, value, key, headers, partition, timestamp_ms)
         if type(delivery) is PreparedRecord:
             delivery = self._place(delivery)
-        self._given(given)
+        self._log.given(given)
         return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
 
     async def send_table(
@@ -358,14 +349,7 @@ class MockProducer(TransactionalMethods):
         for position in range(start, end):
             if bulk.is_delivery(position):
                 record = given[positions[position]]
-                self._given(record if isinstance(record, ProducerRecord) else record_of(record))
-
-    def _given(self, record: ProducerRecord) -> None:
-        """An accepted record as given: in the history, or held with its transaction."""
-        if self._txn is not None:
-            self._txn.held_given.append(record)
-        else:
-            self._history.append(record)
+                self._log.given(record if isinstance(record, ProducerRecord) else record_of(record))
 
     def _place(self, prepared: PreparedRecord) -> Delivery:
         """A record whose topic the mock did not know yet: create the topic (or refuse it), then append."""
@@ -381,98 +365,26 @@ class MockProducer(TransactionalMethods):
             )
         return self._cluster.add(topic, self.default_partitions)
 
-    def _accept(self, record: PendingRecord) -> None:
-        """A record the appender placed: complete it now, later, or when the test says."""
-        if not self.auto_complete:
-            self._pending.append(record)
-        elif self.latency_ms:
-            self._pending.append(record)
-            loop = record.outcome.loop
-            timer: asyncio.TimerHandle
-
-            def complete_later() -> None:
-                self._timers.discard(timer)
-                self._complete_pending(record, None)
-
-            timer = loop.call_later(self.latency_ms / 1000, complete_later)
-            self._timers.add(timer)
-        else:
-            self._complete(record, None)
-
     # -- completing ---------------------------------------------------------------------------------------------
     def complete_next(self) -> bool:
         """Complete the oldest pending record successfully; False when none is pending (Java's completeNext)."""
-        if not self._pending:
-            return False
-        self._complete(self._pending.popleft(), None)
-        return True
+        return self._log.complete_next()
 
     def fail_next(self, error: BaseException) -> bool:
         """Fail the oldest pending record with `error`; False when none is pending (Java's errorNext)."""
-        if not self._pending:
-            return False
-        self._complete(self._pending.popleft(), error)
-        return True
+        return self._log.fail_next(error)
 
     def complete_all(self) -> int:
         """Complete every pending record successfully, oldest first; returns how many."""
-        count = 0
-        while self.complete_next():
-            count += 1
-        return count
+        return self._log.complete_all()
 
     def inject_error(self, error: BaseException, *, count: int | None = 1, topic: str | None = None) -> None:
         """The next `count` records to complete (of `topic`, when given) fail with `error`; `count=None`: all
         of them until `clear()`."""
-        if count is not None and count < 1:
-            raise ConfigError(f"count must be a positive int or None, got {count!r}")
-        self._injected.append(InjectedError(error, count, topic))
-
-    def _complete_pending(self, record: PendingRecord, error: BaseException | None) -> None:
-        try:
-            self._pending.remove(record)
-        except ValueError:  # completed by the test meanwhile
-            return
-        self._complete(record, error)
-
-    def _complete(self, record: PendingRecord, error: BaseException | None) -> None:
-        if error is None:
-            error = self._injected_error(record.topic)
-        self._observe.completed(record, error)
-        if error is not None:
-            record.outcome.fail(error)
-            if self._txn is not None:
-                self._txn.on_record_failed(error)
-            return
-        offset = self._write(record)
-        record.outcome.succeed(offset, -1)
-
-    def _injected_error(self, topic: str) -> BaseException | None:
-        for injected in self._injected:
-            if injected.topic is None or injected.topic == topic:
-                if injected.remaining is not None:
-                    injected.remaining -= 1
-                    if injected.remaining == 0:
-                        self._injected.remove(injected)
-                return injected.error
-        return None
-
-    def _write(self, record: PendingRecord) -> int:
-        """Append to the partition's log (or to the open transaction, until commit); returns the record's offset."""
-        tp = (record.topic, record.partition)
-        offset = self._next_offsets.get(tp, 0)
-        self._next_offsets[tp] = offset + 1
-        sent = SentRecord(
-            record.topic, record.partition, offset, record.timestamp_ms, record.key, record.value, record.headers
-        )
-        if self._txn is not None:
-            self._txn.held.append(sent)
-        else:
-            self._logs.setdefault(tp, []).append(sent)
-        return offset
+        self._log.inject_error(error, count, topic)
 
     # -- transactions -------------------------------------------------------------------------------------------
-    def _transaction_manager(self) -> MockTransactions:  # type: ignore[override]  # the same calls, in memory
+    def _transaction_manager(self) -> MockTransactions:
         if self._txn is None:
             raise TransactionStateError("not a transactional producer: create it with transactional_id=...")
         self._check_running()
@@ -481,85 +393,6 @@ class MockProducer(TransactionalMethods):
     async def _settle(self, timeout: float | None) -> None:
         """Commit's flush: every record of the transaction completes (manual mode: at once, as flush)."""
         await self.flush(timeout)
-
-    def _fail_pending(self, error: BaseException) -> None:
-        pending, self._pending = self._pending, deque()
-        for record in pending:
-            self._observe.failed(record, error)
-            record.outcome.fail(error)
-
-    def _publish(self, records: list[SentRecord], given: list[ProducerRecord]) -> None:
-        for record in records:
-            self._logs.setdefault((record.topic, record.partition), []).append(record)
-        self._history.extend(given)
-
-    def _skip_offsets(self, partitions: set[tuple[str, int]]) -> None:
-        for tp in partitions:
-            self._next_offsets[tp] = self._next_offsets.get(tp, 0) + 1
-
-    def _mock_transactions(self) -> MockTransactions:
-        if self._txn is None:
-            raise TransactionStateError("not a transactional producer: create it with transactional_id=...")
-        return self._txn
-
-    def fence(self) -> None:
-        """A newer producer with the same transactional id fenced this one: the next transactional call (and send)
-        raises ProducerFencedError (Java's fenceProducer)."""
-        self._mock_transactions().fence()
-
-    @property
-    def commit_error(self) -> BaseException | None:
-        """Set to make the next commit fail: a timeout leaves it pending (call again to finish it), a fatal error
-        ends the producer, another error leaves the transaction to abort (Java's commitTransactionException)."""
-        return self._mock_transactions().commit_error
-
-    @commit_error.setter
-    def commit_error(self, error: BaseException | None) -> None:
-        self._mock_transactions().commit_error = error
-
-    @property
-    def abort_error(self) -> BaseException | None:
-        """Set to make the next abort fail: a timeout leaves it pending, any other error is fatal."""
-        return self._mock_transactions().abort_error
-
-    @abort_error.setter
-    def abort_error(self, error: BaseException | None) -> None:
-        self._mock_transactions().abort_error = error
-
-    @property
-    def transaction_initialized(self) -> bool:
-        return self._txn is not None and self._txn.initialized
-
-    @property
-    def transaction_in_flight(self) -> bool:
-        return self._txn is not None and self._txn.in_flight
-
-    @property
-    def transaction_committed(self) -> bool:
-        """The last transaction was committed (Java's transactionCommitted)."""
-        return self._txn is not None and self._txn.committed
-
-    @property
-    def transaction_aborted(self) -> bool:
-        return self._txn is not None and self._txn.aborted
-
-    @property
-    def sent_offsets(self) -> bool:
-        """Offsets were sent in the current (or last) transaction."""
-        return self._txn is not None and self._txn.sent_offsets
-
-    @property
-    def commit_count(self) -> int:
-        return 0 if self._txn is None else self._txn.commit_count
-
-    def uncommitted_history(self) -> list[ProducerRecord]:
-        """The records accepted in the open transaction, as given (Java's uncommittedRecords)."""
-        return [] if self._txn is None else list(self._txn.held_given)
-
-    def consumer_group_offsets_history(self) -> list[dict[str, dict[tuple[str, int], int]]]:
-        """Per committed transaction with offsets: {group id: {(topic, partition): offset}} (Java's
-        consumerGroupOffsetsHistory)."""
-        return [] if self._txn is None else [dict(entry) for entry in self._txn.offsets_history]
 
     # -- flushing -----------------------------------------------------------------------------------------------
     async def flush(self, timeout: float | None = None) -> None:
@@ -573,7 +406,7 @@ class MockProducer(TransactionalMethods):
             if not self.auto_complete:
                 self.complete_all()
                 return
-            outcomes = [record.outcome for record in self._pending]
+            outcomes = [record.outcome for record in self._log.pending]
             if outcomes:
                 try:
                     await asyncio.wait_for(asyncio.gather(*(o.wait() for o in outcomes)), timeout)
@@ -591,24 +424,19 @@ class MockProducer(TransactionalMethods):
 
     def history(self) -> list[ProducerRecord]:
         """Every record accepted, in call order, as given (before serialization): Java's `history()`."""
-        return list(self._history)
+        return self._log.history()
 
     def records(self, topic: str | None = None, partition: int | None = None) -> list[SentRecord]:
         """Records written to the log (completed successfully), per partition in offset order; all partitions of
         a topic are listed partition by partition."""
-        return [
-            record
-            for (log_topic, log_partition), log in sorted(self._logs.items())
-            if (topic is None or log_topic == topic) and (partition is None or log_partition == partition)
-            for record in log
-        ]
+        return self._log.records(topic, partition)
 
     def metrics(self) -> MetricsSnapshot:
         """The Producer's metrics snapshot, counting what the mock did: each completed record is a batch of its own
         sent to node 0 (`record-send-total`, `byte-total`, `batch-size-*`, `record-size-avg`, per topic too), failed
         ones (by `fail_next`, an injected error, abort or close) are in `record-error-total`; flush and transactional
         calls are timed. Request, latency and connection numbers have no source in a mock and stay 0."""
-        return self._observe.snapshot(self._state == _RUNNING, self._pending)
+        return self._observe.snapshot(self._state == _RUNNING, self._log.pending)
 
     def health(self) -> Health:
         """The Producer's `Health`: ready while running (the mock's broker, node 0, leads every partition), the
@@ -616,19 +444,16 @@ class MockProducer(TransactionalMethods):
         fatal = None
         if self._txn is not None and self._txn.state.state is TransactionPhase.FATAL_ERROR:
             fatal = self._txn.state.last_error
-        return self._observe.health(self._state, dict(self._cluster.topics), self._pending, fatal)
+        return self._observe.health(self._state, dict(self._cluster.topics), self._log.pending, fatal)
 
     @property
     def pending(self) -> int:
         """How many records wait for completion."""
-        return len(self._pending)
+        return len(self._log.pending)
 
     def clear(self) -> None:
         """Forget the history, the logs and injected errors (Java's `clear()`); pending records stay pending."""
-        self._history.clear()
-        self._logs.clear()
-        self._next_offsets.clear()
-        self._injected.clear()
+        self._log.clear()
         self.flushed = False
 
     def _check_running(self) -> None:
@@ -636,11 +461,3 @@ class MockProducer(TransactionalMethods):
             raise ProducerClosedError("the producer was not started: use `async with Producer(...)` or `await start()`")
         if self._state != _RUNNING:
             raise ProducerClosedError(f"the producer is {self._state}: no more records can be sent")
-
-
-def _no_clock() -> int:
-    return 0
-
-
-def _nothing() -> None:
-    return None
