@@ -274,7 +274,16 @@ async def test_a_delivery_timeout_after_an_answer_that_may_follow_a_write_says_t
     word that it may be in the log (seen on real Kafka in test_kafka_failover.py). NOT_ENOUGH_REPLICAS alone is
     refused before the append: that failure stays a plain one."""
     mock_cluster.create_topic("isr", 1)
-    settings = {**FAST, "delivery_timeout_ms": 1500, "request_timeout_ms": 500, "linger_ms": 0}
+    # Retries a second apart (0.8-1.2 s with jitter): the delivery timeout passes during a backoff, never while a
+    # request is out, which would rightly make any outcome unknown (with 20 ms backoffs a loaded machine did that).
+    settings = {
+        **FAST,
+        "delivery_timeout_ms": 1500,
+        "request_timeout_ms": 500,
+        "linger_ms": 0,
+        "retry_backoff_ms": 1000,
+        "retry_backoff_max_ms": 1000,
+    }
     async with running_producer(mock_cluster.bootstrap_servers, **settings) as producer:
         await producer.partitions_for("isr")
         mock_cluster.push_request_errors(PRODUCE, *codes)
