@@ -375,6 +375,69 @@ async def test_a_settled_batch_runs_its_records_callbacks_in_one_loop_callback_i
     assert seen == [(i, 1049 - i, f"ctx{i}") for i in range(50)]
 
 
+async def test_each_callback_sees_the_variables_of_when_it_was_added_and_none_set_by_another_callback(
+    twin: str,
+) -> None:
+    """asyncio copies the context per add_done_callback, so a callback sees the contextvars as they were when it was
+    added, and a variable one callback sets is seen by no other; the compiled handle shares one snapshot among a
+    batch's records added under the same variables, which must not let a callback's `set` reach the next record's
+    callback (the first, second and later callbacks of a record, and a cancelled record's, alike)."""
+    label: contextvars.ContextVar[str] = contextvars.ContextVar("label", default="-")
+    outcome = outcome_now()
+    deliveries = [make_delivery(outcome, i) for i in range(7)]
+    seen: list[tuple[int, str]] = []
+
+    def note_then_set(position: int) -> Callable[[Delivery], None]:
+        def callback(delivery: Delivery) -> None:
+            seen.append((position, label.get()))
+            label.set(f"set by {position}")
+
+        return callback
+
+    expected: list[tuple[int, str]] = []
+    for position, value in enumerate(["a", "a", "b", "b", "a", "a", "a"]):
+        label.set(value)
+        deliveries[position].add_done_callback(note_then_set(position))
+        expected.append((position, value))
+    label.set("after")
+    deliveries[1].add_done_callback(note_then_set(10))  # a second callback on a record, added under other variables
+    deliveries[5].cancel()  # its callback runs at once, through the loop
+    await asyncio.sleep(0)
+    assert seen == [(5, "a")]
+    outcome.succeed(0, -1)
+    await asyncio.sleep(0)
+    assert sorted(seen) == sorted([*expected, (10, "after")])
+    assert label.get() == "after"  # nothing a callback set reached the code that added them
+    if twin == "compiled":  # records added under the same variables share one snapshot until they settle
+        shared = outcome_now()
+        first, second = make_delivery(shared, 0), make_delivery(shared, 1)
+        first.add_done_callback(lambda d: None)
+        second.add_done_callback(lambda d: None)
+        assert first._callback_context is second._callback_context
+
+
+async def test_a_shared_snapshot_removed_from_a_record_leaves_its_other_callbacks_their_variables() -> None:
+    """remove_done_callback keeps a record's other callbacks: the first callback's context (on the compiled handle a
+    snapshot shared with other records) moves with it to the first slot and must still be the one taken at add."""
+    label: contextvars.ContextVar[str] = contextvars.ContextVar("label", default="-")
+    outcome = outcome_now()
+    one, other = make_delivery(outcome, 0), make_delivery(outcome, 1)
+    seen: list[tuple[str, str]] = []
+
+    def dropped(_: Delivery) -> None:
+        seen.append(("dropped", label.get()))
+
+    label.set("x")
+    one.add_done_callback(lambda _: (seen.append(("one", label.get())), label.set("leak")))
+    other.add_done_callback(dropped)
+    label.set("y")
+    other.add_done_callback(lambda _: seen.append(("other", label.get())))
+    assert other.remove_done_callback(dropped) == 1
+    outcome.succeed(0, -1)
+    await asyncio.sleep(0)
+    assert seen == [("one", "x"), ("other", "y")]
+
+
 async def test_a_raising_callback_is_reported_and_the_batchs_other_callbacks_still_run() -> None:
     outcome = outcome_now()
     deliveries = [make_delivery(outcome, i) for i in range(3)]

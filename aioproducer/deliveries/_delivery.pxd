@@ -10,6 +10,7 @@ cdef class Delivery:
     cdef public Py_ssize_t _value_size
     cdef public object _callback
     cdef public object _callback_context
+    cdef public bint _callback_context_shared
     cdef public object _callbacks
     cdef public bint _cancelled
     cdef public object _cancel_message
@@ -17,6 +18,7 @@ cdef class Delivery:
     cdef public bint _asyncio_future_blocking
 
     cdef bint _is_done(self) except -1
+    cdef void _own_context(self)
 
 
 cdef Delivery make_delivery(object outcome, Py_ssize_t index, int64_t timestamp_ms, Py_ssize_t key_size,

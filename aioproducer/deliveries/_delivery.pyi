@@ -16,6 +16,7 @@ class Delivery:
     _value_size: int
     _callback: Any
     _callback_context: Any
+    _callback_context_shared: bool
     _callbacks: list[Any] | None
     _cancelled: bool
     _cancel_message: Any

@@ -36,6 +36,7 @@ class BatchOutcome:
 
     __slots__ = (
         "base_offset",
+        "context_snapshot",
         "deliveries",
         "done",
         "error",
@@ -70,6 +71,10 @@ class BatchOutcome:
         # The records' handles that have done callbacks (a task awaiting, gather, add_done_callback): their
         # callbacks all run in one loop callback once the batch settles, not one loop callback per record.
         self.deliveries: list[Delivery] = []
+        # The compiled Delivery's latest snapshot of a callback's context among this batch's records: records
+        # added under the same contextvars share it (one object, not one per record for the collector to walk),
+        # and each callback still runs in a copy of it (see _delivery.pyx). The pure twin copies per callback.
+        self.context_snapshot: Any = None
 
     def succeed(self, base_offset: int, log_append_time_ms: int) -> None:
         """Delivered. `base_offset` -1 means unknown (acks=0, a duplicate); `log_append_time_ms` -1 means
