@@ -163,6 +163,25 @@ class AioproducerClient:
         await settled.all_done.wait()
         return settled.failed
 
+    async def callback_nowait(self, values: Sequence[bytes], keys: Sequence[bytes] | None) -> int:
+        """The done-callback idiom on `enqueue_nowait` (`await enqueue` when told it would block), then flush;
+        returns how many records failed."""
+        from aioproducer.errors import WouldBlockError
+
+        settled = Settled(len(values))
+        on_done, topic = settled.on_done, self.topic
+        nowait, enqueue = self.producer.enqueue_nowait, self.producer.enqueue  # type: ignore[attr-defined]
+        for position, value in enumerate(values):
+            key = None if keys is None else keys[position]
+            try:
+                delivery = nowait(topic, value, key=key)
+            except WouldBlockError:
+                delivery = await enqueue(topic, value, key=key)
+            delivery.add_done_callback(on_done)
+        await self.producer.flush()
+        await settled.all_done.wait()
+        return settled.failed
+
     async def flush(self) -> None:
         await self.producer.flush()
 

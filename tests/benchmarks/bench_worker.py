@@ -193,6 +193,8 @@ async def _run_async(spec: RunSpec) -> dict[str, Any]:
         _check_settled(await client.idiom(str(spec.extra["idiom"]), values))
     elif spec.mode == "callback":
         _check_settled(await client.callback(values, keys))
+    elif spec.mode == "callback_nowait":
+        _check_settled(await client.callback_nowait(values, keys))  # type: ignore[attr-defined]
     elif spec.mode == "table":
         await client.table(table)  # type: ignore[attr-defined]
     result.update(elapsed_s=time.perf_counter() - t0, cpu_s=cpu_seconds() - cpu0, peak_rss_mb=peak_rss_mb())

@@ -59,6 +59,7 @@ class Idiom:
       `POLL_EVERY` records and no callback; aioproducer: `await enqueue(...)`; aiokafka: `await send(...)`);
     - "nowait": aioproducer's `enqueue_nowait(...)`, with `await enqueue(...)` when it raises WouldBlockError;
     - "callback": the same loop with a done-callback per record that checks the outcome;
+    - "callback_nowait": the "nowait" loop with a done-callback per record that checks the outcome;
     - "send_many": aioproducer's `send_many` over chunks of 10 k `ProducerRecord`s;
     - "table:pyarrow" / "table:polars": aioproducer's `send_table` over a whole table;
     - "warm" / "cold": the Java producer's send loop (a callback per record) after an untimed pass of the same size
@@ -89,6 +90,14 @@ IDIOMS: dict[str, Idiom] = {
         ),
         Idiom("aioproducer.send_many", "aioproducer", "send_many", "aioproducer `send_many` (10 k chunks)", ours=True),
         Idiom("aioproducer.callback", "aioproducer", "callback", "aioproducer `enqueue` + done-callback", ours=True),
+        Idiom(
+            "aioproducer.callback_nowait",
+            "aioproducer",
+            "callback_nowait",
+            "aioproducer `enqueue_nowait` + done-callback",
+            ours=True,
+            needs="enqueue_nowait",
+        ),
         Idiom(
             "aioproducer.table_pyarrow",
             "aioproducer",
@@ -191,6 +200,13 @@ ROWS: tuple[Row, ...] = (
         "100 B keyless, done-callback per record",
         KEYLESS_100B,
         "aioproducer.callback",
+        _PEERS_PER_RECORD,
+    ),
+    Row(
+        "callback_nowait_100B",
+        "100 B keyless, `enqueue_nowait` + done-callback per record",
+        KEYLESS_100B,
+        "aioproducer.callback_nowait",
         _PEERS_PER_RECORD,
     ),
     *(

@@ -58,6 +58,7 @@ _MODES = {
     "loop": "loop",
     "nowait": "nowait",
     "callback": "callback",
+    "callback_nowait": "callback_nowait",
     "send_many": "bulk",
     "warm": "loop",
     "cold": "loop",

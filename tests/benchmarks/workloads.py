@@ -30,7 +30,9 @@ __all__ = [
     "value_pool",
 ]
 
-Mode = Literal["loop", "bulk", "rate", "idle", "lag", "memory", "idiom", "callback", "table"]
+Mode = Literal[
+    "loop", "nowait", "bulk", "rate", "idle", "lag", "memory", "idiom", "callback", "callback_nowait", "table"
+]
 
 PYTHON_CLIENTS = ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync", "kafka_python")
 # The Java producer (kafka-clients, the reference implementation) runs the throughput loops only.
