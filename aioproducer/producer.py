@@ -15,10 +15,17 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from types import TracebackType
+from types import MethodType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from aioproducer.append.appender import RECORD_MEMORY_OVERHEAD, Appender, PreparedRecord
+from aioproducer.append.appender import (
+    LET_THE_LOOP_RUN,
+    RECORD_MEMORY_OVERHEAD,
+    YIELD_AFTER_BYTES,
+    Appender,
+    PreparedRecord,
+    must_wait_for,
+)
 from aioproducer.append.table_appender import TableAppender
 from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.buffer.memory import MemoryWaiters
@@ -44,7 +51,6 @@ from aioproducer.observability.metrics import MetricsSnapshot
 from aioproducer.observability.observer import Observer, new_observer
 from aioproducer.observability.record_hooks import RecordHooks
 from aioproducer.partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
-from aioproducer.producer_tables import YIELD_AFTER_BYTES as _YIELD_AFTER_BYTES
 from aioproducer.producer_tables import TableMethods
 from aioproducer.records.compression import CompressionType
 from aioproducer.records.layout import BATCH_HEADER_SIZE
@@ -64,11 +70,6 @@ __all__ = ["Producer"]
 log = logging.getLogger("aioproducer.producer")
 
 _NEW, _RUNNING, _CLOSING, _CLOSED = "new", "running", "closing", "closed"
-_LET_THE_LOOP_RUN = "the producer must let the event loop run first: await enqueue(...)"
-
-
-def _must_wait_for(topic: str) -> str:
-    return f"topic {topic!r} has no metadata yet, or buffer memory is short: await enqueue(...)"
 
 
 class Producer(TableMethods, TransactionalMethods):
@@ -98,8 +99,6 @@ class Producer(TableMethods, TransactionalMethods):
         self._record_serializer = RecordSerializer.for_settings(cfg.key_serializer, cfg.value_serializer)
         self._compression = CompressionType.from_name(cfg.compression_type)
         self._state = _NEW
-        # enqueue_nowait's fast path: running, without serializers, record hooks or transactions (see _enter).
-        self._plain = False
         self._loop: asyncio.AbstractEventLoop  # set by start(); nothing uses it before
         self._task: asyncio.Task[None] | None = None
         self._accumulator = RecordAccumulator(
@@ -179,9 +178,19 @@ class Producer(TableMethods, TransactionalMethods):
     def _enter(self, state: str) -> None:
         """The producer's state changes: and with it whether enqueue_nowait may take its fast path."""
         self._state = state
-        self._plain = (
-            state == _RUNNING and self._record_serializer is None and self._record_hooks is None and self._txn is None
-        )
+        plain = state == _RUNNING and self._record_serializer is None
+        plain = plain and self._record_hooks is None and self._txn is None
+        appender: Appender | None = getattr(self, "_appender", None)  # none until started
+        if appender is None:
+            return
+        appender.plain = plain
+        if plain and type(self).enqueue_nowait is Producer.enqueue_nowait:
+            # A plain producer (running; nothing to serialize, show record hooks or check for a transaction) hands
+            # out its appender's enqueue_plain as enqueue_nowait: one call per record, in C when compiled, where
+            # this class's method and the appender's were two. Once the producer leaves the state, enqueue_plain
+            # takes this class's method, bound here (a subclass that overrides enqueue_nowait keeps its own).
+            appender.general_enqueue = MethodType(Producer.enqueue_nowait, self)
+            self.__dict__["enqueue_nowait"] = appender.enqueue_plain
 
     async def _first_metadata(self) -> None:
         """Wait (at most `max_block_ms`) for the sender's first Metadata attempt, which readiness rests on."""
@@ -415,7 +424,7 @@ class Producer(TableMethods, TransactionalMethods):
                 else:
                     key, value, headers = serializer.apply(topic, key, value, headers)
             appender = self._appender
-            if appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
+            if appender.unyielded_bytes >= YIELD_AFTER_BYTES:
                 # Before buffering, so that a cancellation here leaves the record unsent, as documented.
                 appender.unyielded_bytes = 0
                 await asyncio.sleep(0)
@@ -457,21 +466,13 @@ class Producer(TableMethods, TransactionalMethods):
         Any other error is `enqueue`'s. A producer with an async serializer cannot buffer without awaiting it:
         every call raises WouldBlockError.
         """
-        if self._plain:  # the steps below with nothing to serialize, show hooks or check: this call is most of a
-            appender = self._appender  # plain record's cost, and each check here runs for every record
-            if appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
-                raise WouldBlockError(_LET_THE_LOOP_RUN)
-            delivery = appender.append_now(topic, value, key, headers, partition, timestamp_ms)
-            if type(delivery) is PreparedRecord:
-                raise WouldBlockError(_must_wait_for(topic))
-            return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
         # Refusals that do not depend on the record come before the record hooks see it: a record shown to them is
         # acknowledged to them once (the OpenTelemetry hook opens a span it closes then), and the caller sends this
         # one again with enqueue.
         serializer = self._record_serializer
         if self._state == _RUNNING:
-            if self._appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
-                raise WouldBlockError(_LET_THE_LOOP_RUN)
+            if self._appender.unyielded_bytes >= YIELD_AFTER_BYTES:
+                raise WouldBlockError(LET_THE_LOOP_RUN)
             if serializer is not None and serializer.is_async:
                 raise WouldBlockError("an async serializer must be awaited: await enqueue(...)")
         hooks = self._record_hooks
@@ -487,7 +488,7 @@ class Producer(TableMethods, TransactionalMethods):
                 self._txn.check_send()
             delivery = self._appender.append_now(topic, value, key, headers, partition, timestamp_ms)
             if type(delivery) is PreparedRecord:
-                raise WouldBlockError(_must_wait_for(topic))
+                raise WouldBlockError(must_wait_for(topic))
         except BaseException as exc:
             if hooks is not None:  # WouldBlockError included (Java's onSendError for a send that could not buffer)
                 hooks.refused(record, exc)
@@ -545,13 +546,13 @@ class Producer(TableMethods, TransactionalMethods):
                     for _ in range(index, len(batch)):
                         bulk.add(exc)
                     break
-            index, prepared = appender.append_many(batch, index, int(time.time() * 1000), bulk, _YIELD_AFTER_BYTES)
+            index, prepared = appender.append_many(batch, index, int(time.time() * 1000), bulk, YIELD_AFTER_BYTES)
             if prepared is not None:
                 try:
                     bulk.add(await self._append_after_waiting(prepared, appender))
                 except AioProducerError as exc:
                     bulk.add(exc)
-            elif appender.unyielded_bytes >= _YIELD_AFTER_BYTES:
+            elif appender.unyielded_bytes >= YIELD_AFTER_BYTES:
                 # Let the sender and other tasks run during a long call (keeps event-loop lag low).
                 appender.unyielded_bytes = 0
                 await asyncio.sleep(0)

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
-from aioproducer.append.appender import Appender
+from aioproducer.append.appender import YIELD_AFTER_BYTES, Appender
 from aioproducer.append.table_appender import TableAppender
 from aioproducer.append.table_records import send_table_as_records
 from aioproducer.buffer.accumulator import RecordAccumulator
@@ -36,11 +36,6 @@ if TYPE_CHECKING:
     from aioproducer.transactions.manager import TransactionManager
 
 __all__ = ["TableHost", "TableMethods"]
-
-# enqueue, send_many and send_table yield to the event loop after buffering this many bytes without waiting, so a
-# tight loop of calls does not starve the sender (which could then send nothing until buffer_memory is full) or
-# other tasks.
-YIELD_AFTER_BYTES = 64 * 1024
 
 
 class TableHost(Protocol):

@@ -175,3 +175,44 @@ async def test_a_transactional_producer_never_takes_the_plain_path(mock_cluster:
         delivery = producer.enqueue_nowait("t", b"second")
         await producer.commit_transaction()
         assert (await delivery).offset == 1
+
+
+async def test_enqueue_nowait_held_from_the_running_state_refuses_records_once_the_producer_closes(
+    mock_cluster: MockCluster,
+) -> None:
+    """A plain producer hands out its appender's method as enqueue_nowait; a caller that kept that bound method (as
+    tight loops do) and calls it while or after the producer closes must get ProducerClosedError, not a record
+    buffered where no sender will ever send it and a Delivery that never settles."""
+    mock_cluster.create_topic("t", 1)
+    producer = Producer(mock_cluster.bootstrap_servers, linger_ms=1)
+    async with producer:
+        nowait = producer.enqueue_nowait
+        await producer.send("t", b"first")
+        assert (await nowait("t", b"second")).offset == 1
+        closing = asyncio.ensure_future(producer.close())
+        await asyncio.sleep(0)  # close() has begun: the producer is closing
+        with pytest.raises(ProducerClosedError, match="closing|closed"):
+            nowait("t", b"while closing")
+        await closing
+    with pytest.raises(ProducerClosedError):
+        nowait("t", b"after close")
+    with pytest.raises(ProducerClosedError):
+        producer.enqueue_nowait("t", b"after close")
+    assert producer.metrics().producer["record-send-total"] == 2
+
+
+async def test_a_subclass_that_overrides_enqueue_nowait_keeps_its_override(mock_cluster: MockCluster) -> None:
+    """The plain producer's own enqueue_nowait is an instance attribute: it must not shadow a subclass's method."""
+    mock_cluster.create_topic("t", 1)
+    calls: list[bytes] = []
+
+    class Counting(Producer):
+        def enqueue_nowait(self, topic: str, value: Any = None, **kwargs: Any) -> Any:
+            calls.append(value)
+            return super().enqueue_nowait(topic, value, **kwargs)
+
+    async with Counting(mock_cluster.bootstrap_servers, linger_ms=1) as producer:
+        await producer.send("t", b"metadata")
+        delivery = producer.enqueue_nowait("t", b"counted")
+        assert (await delivery).offset == 1
+    assert calls == [b"counted"]

@@ -13,6 +13,8 @@ from aioproducer.partitioner import Partitioner
 
 class Appender:
     unyielded_bytes: int
+    plain: bool
+    general_enqueue: Callable[..., Delivery] | None
     def __init__(
         self,
         *,
@@ -32,6 +34,16 @@ class Appender:
     def append_now(
         self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
     ) -> Delivery | PreparedRecord: ...
+    def enqueue_plain(
+        self,
+        topic: str,
+        value: Any = ...,
+        *,
+        key: Any = ...,
+        headers: Sequence[tuple[str, bytes | None]] | None = ...,
+        partition: int | None = ...,
+        timestamp_ms: int | None = ...,
+    ) -> Delivery: ...
     def append_many(
         self, records: Sequence[Any], start: int, now_wall_ms: int, bulk: BulkDeliveries, yield_after_bytes: int
     ) -> tuple[int, PreparedRecord | None]: ...

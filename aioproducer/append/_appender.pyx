@@ -18,8 +18,16 @@ from aioproducer.deliveries._delivery cimport make_delivery
 from aioproducer._partitioner cimport DefaultPartitioner
 from aioproducer.records._builder cimport BatchBuilder
 
-from aioproducer.append.appender import RECORD_MEMORY_OVERHEAD, PreparedRecord, not_a_record, unknown_partition
-from aioproducer.errors import AioProducerError, RecordTooLargeError
+from aioproducer.append.appender import (
+    LET_THE_LOOP_RUN,
+    RECORD_MEMORY_OVERHEAD,
+    YIELD_AFTER_BYTES,
+    PreparedRecord,
+    must_wait_for,
+    not_a_record,
+    unknown_partition,
+)
+from aioproducer.errors import AioProducerError, RecordTooLargeError, WouldBlockError
 from aioproducer.partitioner import choose_partition
 from aioproducer.records.layout import MAX_RECORD_OVERHEAD
 from aioproducer.validation import check_headers, check_partition, check_timestamp, check_topic, record_size
@@ -76,6 +84,8 @@ cdef class Appender:
     cdef dict _topics
     cdef dict _partition_slots  # topic -> a _PartitionSlot per partition, by partition number
     cdef public Py_ssize_t unyielded_bytes
+    cdef public bint plain
+    cdef public object general_enqueue
 
     def __init__(
         self,
@@ -114,6 +124,21 @@ cdef class Appender:
     def append_now(self, topic, value, key, headers, partition, timestamp_ms):
         """Buffer the record and return its Delivery, or return it as a PreparedRecord when it must wait first."""
         return self._append_now(topic, value, key, headers, partition, timestamp_ms, None)
+
+    def enqueue_plain(self, topic, value=None, *, key=None, headers=None, partition=None, timestamp_ms=None):
+        """Twin of the original's: `Producer.enqueue_nowait` for a plain producer, in one C call."""
+        if not self.plain:
+            if self.general_enqueue is None:
+                raise RuntimeError("enqueue_plain belongs to a producer's appender")
+            return self.general_enqueue(
+                topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
+            )
+        if self.unyielded_bytes >= YIELD_AFTER_BYTES:
+            raise WouldBlockError(LET_THE_LOOP_RUN)
+        delivery = self._append_now(topic, value, key, headers, partition, timestamp_ms, None)
+        if type(delivery) is PreparedRecord:
+            raise WouldBlockError(must_wait_for(topic))
+        return delivery
 
     cdef object _append_now(self, object topic, object value, object key, object headers, object partition,
                             object timestamp_ms, BulkDeliveries bulk):

@@ -18,16 +18,25 @@ from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.buffer.pool import BufferPool
 from aioproducer.deliveries.bulk import BulkDeliveries
 from aioproducer.deliveries.delivery import Delivery, new_delivery
-from aioproducer.errors import AioProducerError, InvalidRecordError, RecordTooLargeError, UnknownPartitionError
+from aioproducer.errors import (
+    AioProducerError,
+    InvalidRecordError,
+    RecordTooLargeError,
+    UnknownPartitionError,
+    WouldBlockError,
+)
 from aioproducer.network.metadata import MetadataState, TopicInfo
 from aioproducer.partitioner import Partitioner, choose_partition
 from aioproducer.validation import check_headers, check_partition, check_timestamp, check_topic, record_size
 
 __all__ = [
+    "LET_THE_LOOP_RUN",
     "RECORD_MEMORY_OVERHEAD",
+    "YIELD_AFTER_BYTES",
     "Appender",
     "PreparedRecord",
     "PureAppender",
+    "must_wait_for",
     "not_a_record",
     "unknown_partition",
 ]
@@ -35,6 +44,17 @@ __all__ = [
 # What a buffered record costs beyond its bytes (its share of the batch's bookkeeping and of a handle kept by the
 # caller), charged to buffer_memory so that the memory a backlog takes stays bounded by buffer_memory plus a constant.
 RECORD_MEMORY_OVERHEAD = 160
+
+# enqueue, send_many and send_table yield to the event loop after buffering this many bytes without waiting, so a
+# tight loop of calls does not starve the sender (which could then send nothing until buffer_memory is full) or
+# other tasks.
+YIELD_AFTER_BYTES = 64 * 1024
+LET_THE_LOOP_RUN = "the producer must let the event loop run first: await enqueue(...)"
+
+
+def must_wait_for(topic: str) -> str:
+    """Why `enqueue_nowait` could not buffer a record of `topic` without waiting."""
+    return f"topic {topic!r} has no metadata yet, or buffer memory is short: await enqueue(...)"
 
 
 class PreparedRecord:
@@ -87,6 +107,8 @@ class Appender:
         "_size_limit_message",
         "_value_serializer",
         "_wake_sender",
+        "general_enqueue",
+        "plain",
         "unyielded_bytes",
     )
 
@@ -120,6 +142,9 @@ class Appender:
         self._wake_sender = wake_sender
         self._checked_topics: set[str] = set()
         self.unyielded_bytes = 0
+        # Set by the producer: whether it is plain now (see enqueue_plain), and its enqueue_nowait for when it is not.
+        self.plain = False
+        self.general_enqueue: Callable[..., Delivery] | None = None
 
     def append_now(
         self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
@@ -136,6 +161,33 @@ class Appender:
         ):
             return prepared
         return self.place(prepared, info)
+
+    def enqueue_plain(
+        self,
+        topic: str,
+        value: Any = None,
+        *,
+        key: Any = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Delivery:
+        """`Producer.enqueue_nowait` for a plain producer (running, no record serializer, record hooks or
+        transaction): the producer hands this method out as its own once it runs plain, so a record costs one call.
+        A caller may hold it past that state: it then takes the producer's general path (which refuses the record
+        of a closing or closed producer)."""
+        if not self.plain:
+            if self.general_enqueue is None:
+                raise RuntimeError("enqueue_plain belongs to a producer's appender")
+            return self.general_enqueue(
+                topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
+            )
+        if self.unyielded_bytes >= YIELD_AFTER_BYTES:
+            raise WouldBlockError(LET_THE_LOOP_RUN)
+        delivery = self.append_now(topic, value, key, headers, partition, timestamp_ms)
+        if type(delivery) is PreparedRecord:
+            raise WouldBlockError(must_wait_for(topic))
+        return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
 
     def append_many(
         self, records: Sequence[Any], start: int, now_wall_ms: int, bulk: BulkDeliveries, yield_after_bytes: int
