@@ -190,7 +190,9 @@ class Producer(TableMethods, TransactionalMethods):
             # this class's method and the appender's were two. Once the producer leaves the state, enqueue_plain
             # takes this class's method, bound here (a subclass that overrides enqueue_nowait keeps its own).
             appender.general_enqueue = MethodType(Producer.enqueue_nowait, self)
-            self.__dict__["enqueue_nowait"] = appender.enqueue_plain
+            # Set as an attribute, not through self.__dict__: reading __dict__ makes CPython keep the instance's
+            # attributes in a dict of their own from then on, and every self.<attribute> read gets slower.
+            object.__setattr__(self, "enqueue_nowait", appender.enqueue_plain)
 
     async def _first_metadata(self) -> None:
         """Wait (at most `max_block_ms`) for the sender's first Metadata attempt, which readiness rests on."""

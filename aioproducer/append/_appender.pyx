@@ -126,7 +126,9 @@ cdef class Appender:
         return self._append_now(topic, value, key, headers, partition, timestamp_ms, None)
 
     def enqueue_plain(self, topic, value=None, *, key=None, headers=None, partition=None, timestamp_ms=None):
-        """Twin of the original's: `Producer.enqueue_nowait` for a plain producer, in one C call."""
+        """`Producer.enqueue_nowait` as a plain producer hands it out, in one C call: buffer the record and return
+        its Delivery, or raise WouldBlockError, the record not buffered, when it would have to wait (twin of
+        `aioproducer.append.appender.Appender.enqueue_plain`; see `Producer.enqueue_nowait`)."""
         if not self.plain:
             if self.general_enqueue is None:
                 raise RuntimeError("enqueue_plain belongs to a producer's appender")

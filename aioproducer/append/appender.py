@@ -172,9 +172,10 @@ class Appender:
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> Delivery:
-        """`Producer.enqueue_nowait` for a plain producer (running, no record serializer, record hooks or
-        transaction): the producer hands this method out as its own once it runs plain, so a record costs one call.
-        A caller may hold it past that state: it then takes the producer's general path (which refuses the record
+        """`Producer.enqueue_nowait` as a plain producer (running; no record serializer, record hooks or
+        transaction) hands it out, so that a record costs one call: buffer the record and return its Delivery, or
+        raise WouldBlockError, the record not buffered, when it would have to wait (see Producer.enqueue_nowait).
+        Called once the producer left that state, it takes the producer's general path (which refuses the record
         of a closing or closed producer)."""
         if not self.plain:
             if self.general_enqueue is None:
