@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import gc
 import logging
 import os
 import threading
@@ -35,7 +36,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the spark extra brings anyio
     raise ImportError(f"{EXTRA_HINT} ({exc})") from exc
 
-__all__ = ["Lease", "LoopThread", "ProducerCache", "shared_cache"]
+__all__ = ["Lease", "LoopThread", "ProducerCache", "freeze_long_lived_objects", "shared_cache"]
 
 log = logging.getLogger("aioproducer.spark")
 T = TypeVar("T")
@@ -215,6 +216,7 @@ class ProducerCache:
         except Exception:  # closing must not fail a task or the exit: the producer is gone either way
             log.warning("closing a cached producer failed", exc_info=True)
         self.closed += 1
+        _thaw()  # the closed producer's cycles may be among the frozen objects: let the collector free them
 
     def close(self) -> None:
         """Close every cached producer (each flushing for at most 10 s), then stop the loop thread."""
@@ -236,6 +238,33 @@ class ProducerCache:
 
 _shared: ProducerCache | None = None
 _shared_lock = threading.Lock()
+_frozen = False  # this module froze the collector's objects (and has not thawed them since)
+
+
+def freeze_long_lived_objects() -> None:
+    """Move every object alive now out of the cyclic collector's reach (`gc.freeze`), once, after a task of a Python
+    worker that Spark reuses and whose producer the cache keeps.
+
+    PySpark's worker daemon runs a full `gc.collect()` after every task of a reused worker; every such collection
+    walks every tracked object: pyspark's, pyarrow's and ours (modules, the loop thread, the cached producer), about
+    100,000 objects and 45 ms of CPU per task, which a streaming query pays for each task of each micro-batch. Those
+    objects live as long as the worker, so freezing them (what CPython's docs advise for long-lived pre-fork state)
+    leaves the collections only the objects made since. When the cache closes a producer, `_thaw` puts the objects
+    back, so that the closed producer's cycles can be freed; the next task freezes what is alive again.
+    """
+    global _frozen
+    if _frozen:
+        return
+    gc.collect()  # no garbage frozen: only what is alive
+    gc.freeze()
+    _frozen = True
+
+
+def _thaw() -> None:
+    global _frozen
+    if _frozen:
+        _frozen = False
+        gc.unfreeze()
 
 
 def shared_cache() -> ProducerCache:
@@ -251,11 +280,12 @@ def shared_cache() -> ProducerCache:
 def _forget_after_fork() -> None:
     # The child has no loop thread; dropping the parent's objects (without closing: their sockets are shared with
     # the parent) gives it a fresh cache on first use. The atexit hook of the parent's cache is dropped with it.
-    global _shared, _shared_lock
+    global _shared, _shared_lock, _frozen
     if _shared is not None:
         atexit.unregister(_shared.close)
     _shared = None
     _shared_lock = threading.Lock()
+    _frozen = False  # the child's own tasks decide (what the parent froze stays frozen in the child's copy)
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)

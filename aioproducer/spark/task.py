@@ -17,7 +17,7 @@ from typing import Any
 
 from aioproducer.models import TableReport
 from aioproducer.spark._deps import require
-from aioproducer.spark.cache import Lease, shared_cache
+from aioproducer.spark.cache import Lease, freeze_long_lived_objects, shared_cache
 from aioproducer.spark.options import DEFAULT_CACHE_TIMEOUT_MS, PublishOptions, resolve_placeholders
 from aioproducer.spark.report import MAX_ERRORS, TaskReport, TaskTally, arrow_schema
 from aioproducer.spark.transactional import publish_in_transaction
@@ -144,7 +144,11 @@ def _publish(chunks: Iterator[Any], plan: TaskPlan, tally: TaskTally) -> tuple[b
                 future.cancel()
             concurrent.futures.wait([future for _, future in pending])
         lease.suspect |= tally.producer_suspect
-        return lease.created, lease.connections_opened() - opened_before
+        created, opened = lease.created, lease.connections_opened() - opened_before
+    if keep:
+        # The worker and its producer outlive this task: keep them out of the collection pyspark runs after each task.
+        freeze_long_lived_objects()
+    return created, opened
 
 
 def _settle(entry: tuple[int, concurrent.futures.Future[TableReport]], tally: TaskTally, lease: Lease) -> None:

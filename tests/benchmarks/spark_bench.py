@@ -374,22 +374,26 @@ def versus(args: argparse.Namespace) -> None:
                     create_topic(bootstrap, topic, PARTITIONS)
                     run = timed_run(spark, frame, inbox, scratch, meter, mode, sink, bootstrap, topic)
                     print(f"untimed pass {warm_pass}: " + _line(run, args.rows), flush=True)
-        for round_number in range(args.rounds):
+        # Every warm round before any cold one: a cold run (a fresh Spark JVM in a child process) takes long
+        # enough that Spark stops the warm session's idle Python workers (PythonWorkerFactory's one-minute idle
+        # timeout) and the producer cache closes its idle producers, which made later "warm" runs of ours start
+        # fresh workers and producers while Spark's sink stayed warm in its JVM.
+        schedule = [("warm", r) for r in range(args.rounds)] + [("cold", r) for r in range(args.rounds)]
+        for state, round_number in schedule:
             order = sinks if round_number % 2 == 0 else sinks[::-1]
-            for mode in ("batch", "stream"):
-                for state in ("warm", "cold") if mode in results["cold_modes"] else ("warm",):
-                    for sink in order:
-                        topic = f"{state}-{mode}-{sink}-{round_number}-{uuid.uuid4().hex[:6]}"
-                        create_topic(bootstrap, topic, PARTITIONS)
-                        load = os.getloadavg()[0]
-                        if state == "warm":
-                            run = timed_run(spark, frame, inbox, scratch, meter, mode, sink, bootstrap, topic)
-                        else:
-                            run = _cold_in_child(args, version, mode, sink, bootstrap, topic, broker_pids)
-                        run.update(state=state, round=round_number, load1=load)
-                        run["records"] = read_back(bootstrap, topic, args.rows)
-                        print(_line(run, args.rows), flush=True)
-                        results["runs"].append(run)
+            for mode in ("batch", "stream") if state == "warm" else results["cold_modes"]:
+                for sink in order:
+                    topic = f"{state}-{mode}-{sink}-{round_number}-{uuid.uuid4().hex[:6]}"
+                    create_topic(bootstrap, topic, PARTITIONS)
+                    load = os.getloadavg()[0]
+                    if state == "warm":
+                        run = timed_run(spark, frame, inbox, scratch, meter, mode, sink, bootstrap, topic)
+                    else:
+                        run = _cold_in_child(args, version, mode, sink, bootstrap, topic, broker_pids)
+                    run.update(state=state, round=round_number, load1=load)
+                    run["records"] = read_back(bootstrap, topic, args.rows)
+                    print(_line(run, args.rows), flush=True)
+                    results["runs"].append(run)
         spark.stop()
     results["load_at_end"] = os.getloadavg()[0]
     report(results, args.rows)
