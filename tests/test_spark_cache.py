@@ -210,3 +210,35 @@ def test_a_reused_worker_keeps_its_long_lived_objects_out_of_the_collection_afte
         "next task 3 True",
         "closed 0",
     ], done.stderr
+
+
+def test_a_worker_whose_own_code_froze_objects_is_left_as_it_froze_them(
+    bootstrap: str, topic_factory: Callable[..., str]
+) -> None:
+    """Freezing is process-wide: where the process's own code froze objects before (CPython's pre-fork advice), a
+    task must neither freeze more nor thaw theirs when the cache closes its producer."""
+    script = textwrap.dedent(
+        """
+        import gc, os, sys
+        import pyarrow as pa
+        from aioproducer.spark.cache import shared_cache
+        from aioproducer.spark.task import TaskPlan, run_task
+        batch = pa.RecordBatch.from_arrays([pa.array([b"a", b"b"])], ["value"])
+        plan = TaskPlan({"bootstrap.servers": sys.argv[1]}, sys.argv[2], chunk_rows=2)
+        gc.freeze()
+        theirs = gc.get_freeze_count()
+        os.environ["SPARK_REUSE_WORKER"] = "1"
+        # Frozen objects that die leave the count: it may shrink, never grow (the task froze nothing of its own).
+        print("task", run_task([batch], plan).delivered, 0 < gc.get_freeze_count() <= theirs)
+        shared_cache().close()
+        print("closed", 0 < gc.get_freeze_count() <= theirs)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, bootstrap, topic_factory(1)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout.splitlines() == ["task 2 True", "closed True"], done.stderr

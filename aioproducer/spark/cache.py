@@ -253,8 +253,8 @@ def freeze_long_lived_objects() -> None:
     back, so that the closed producer's cycles can be freed; the next task freezes what is alive again.
     """
     global _frozen
-    if _frozen:
-        return
+    if _frozen or gc.get_freeze_count():
+        return  # frozen already, by us or by the process's own code: whoever froze it decides when to thaw
     gc.collect()  # no garbage frozen: only what is alive
     gc.freeze()
     _frozen = True
