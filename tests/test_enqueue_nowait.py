@@ -191,7 +191,7 @@ async def test_enqueue_nowait_held_from_the_running_state_refuses_records_once_t
         assert (await nowait("t", b"second")).offset == 1
         closing = asyncio.ensure_future(producer.close())
         await asyncio.sleep(0)  # close() has begun: the producer is closing
-        with pytest.raises(ProducerClosedError, match="closing|closed"):
+        with pytest.raises(ProducerClosedError, match=r"closing|closed"):
             nowait("t", b"while closing")
         await closing
     with pytest.raises(ProducerClosedError):
