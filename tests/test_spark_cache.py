@@ -169,21 +169,34 @@ def test_run_task_keeps_its_producer_only_where_spark_reuses_workers(
     shared_cache().close()
 
 
-def test_a_reused_worker_keeps_its_long_lived_objects_out_of_the_collection_after_each_task(
-    bootstrap: str, topic_factory: Callable[..., str]
-) -> None:
-    """PySpark's daemon runs a full gc.collect() after every task of a reused Python worker, and each one walked
-    every object of pyspark, pyarrow and the cached producer (about 100,000 objects, 45 ms of CPU per task of each
-    micro-batch). A task whose producer the cache keeps now freezes what is alive once; closing the producer thaws
-    it, so that its cycles can be freed. Run in a process of its own: freezing is process-wide."""
-    script = textwrap.dedent(
-        """
+def lines_printed_in_a_worker_of_its_own(body: str, bootstrap: str, topic: str) -> list[str]:
+    """Run `body` in a fresh process, as a Spark worker's tasks would (freezing is process-wide), after a prelude
+    that gives it `batch` (three values), `plan` (a task on `topic`), `run_task` and `shared_cache`; return what it
+    printed."""
+    prelude = """
         import gc, os, sys
         import pyarrow as pa
         from aioproducer.spark.cache import shared_cache
         from aioproducer.spark.task import TaskPlan, run_task
         batch = pa.RecordBatch.from_arrays([pa.array([b"a", b"b", b"c"])], ["value"])
         plan = TaskPlan({"bootstrap.servers": sys.argv[1]}, sys.argv[2], chunk_rows=2)
+        """
+    script = textwrap.dedent(prelude) + textwrap.dedent(body)
+    done = subprocess.run(
+        [sys.executable, "-c", script, bootstrap, topic], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert not done.returncode, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_a_reused_worker_keeps_its_long_lived_objects_out_of_the_collection_after_each_task(
+    bootstrap: str, topic_factory: Callable[..., str]
+) -> None:
+    """PySpark's daemon runs a full gc.collect() after every task of a reused Python worker, and each one walked
+    every object of pyspark, pyarrow and the cached producer (about 100,000 objects, 45 ms of CPU per task of each
+    micro-batch). A task whose producer the cache keeps now freezes what is alive once; closing the producer thaws
+    it, so that its cycles can be freed."""
+    body = """
         os.environ.pop("SPARK_REUSE_WORKER", None)
         print("not reused", run_task([batch], plan).delivered, gc.get_freeze_count())
         os.environ["SPARK_REUSE_WORKER"] = "1"
@@ -195,21 +208,13 @@ def test_a_reused_worker_keeps_its_long_lived_objects_out_of_the_collection_afte
         shared_cache().close()
         print("closed", gc.get_freeze_count())
         """
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script, bootstrap, topic_factory(1)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.stdout.splitlines() == [
+    assert lines_printed_in_a_worker_of_its_own(body, bootstrap, topic_factory(1)) == [
         "not reused 3 0",
         "reused 3 True",
         "producer frozen True",
         "next task 3 True",
         "closed 0",
-    ], done.stderr
+    ]
 
 
 def test_a_worker_whose_own_code_froze_objects_is_left_as_it_froze_them(
@@ -217,14 +222,7 @@ def test_a_worker_whose_own_code_froze_objects_is_left_as_it_froze_them(
 ) -> None:
     """Freezing is process-wide: where the process's own code froze objects before (CPython's pre-fork advice), a
     task must neither freeze more nor thaw theirs when the cache closes its producer."""
-    script = textwrap.dedent(
-        """
-        import gc, os, sys
-        import pyarrow as pa
-        from aioproducer.spark.cache import shared_cache
-        from aioproducer.spark.task import TaskPlan, run_task
-        batch = pa.RecordBatch.from_arrays([pa.array([b"a", b"b"])], ["value"])
-        plan = TaskPlan({"bootstrap.servers": sys.argv[1]}, sys.argv[2], chunk_rows=2)
+    body = """
         gc.freeze()
         theirs = gc.get_freeze_count()
         os.environ["SPARK_REUSE_WORKER"] = "1"
@@ -233,12 +231,4 @@ def test_a_worker_whose_own_code_froze_objects_is_left_as_it_froze_them(
         shared_cache().close()
         print("closed", 0 < gc.get_freeze_count() <= theirs)
         """
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script, bootstrap, topic_factory(1)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.stdout.splitlines() == ["task 2 True", "closed True"], done.stderr
+    assert lines_printed_in_a_worker_of_its_own(body, bootstrap, topic_factory(1)) == ["task 3 True", "closed True"]
