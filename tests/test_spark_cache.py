@@ -232,3 +232,24 @@ def test_a_worker_whose_own_code_froze_objects_is_left_as_it_froze_them(
         print("closed", 0 < gc.get_freeze_count() <= theirs)
         """
     assert lines_printed_in_a_worker_of_its_own(body, bootstrap, topic_factory(1)) == ["task 3 True", "closed True"]
+
+
+def test_the_worker_that_builds_a_stream_writer_for_each_micro_batch_freezes_its_modules_once_reused(
+    bootstrap: str, topic_factory: Callable[..., str]
+) -> None:
+    """Spark builds a streaming query's writer again for every micro-batch in a Python worker it reuses, and its
+    daemon collects after each use: that worker holds aioproducer's modules as a task's worker does, so it freezes
+    them too once it is a reused worker (and a process Spark does not reuse freezes nothing)."""
+    body = """
+        from pyspark.sql.types import BinaryType, StructField, StructType
+        from aioproducer.spark.datasource import KafkaDataSource
+        source = KafkaDataSource({"kafka.bootstrap.servers": sys.argv[1], "topic": sys.argv[2]})
+        schema = StructType([StructField("value", BinaryType())])
+        os.environ.pop("SPARK_REUSE_WORKER", None)
+        source.streamWriter(schema, False)
+        print("not reused", gc.get_freeze_count())
+        os.environ["SPARK_REUSE_WORKER"] = "1"
+        source.streamWriter(schema, False)
+        print("reused", gc.get_freeze_count() > 0)
+        """
+    assert lines_printed_in_a_worker_of_its_own(body, bootstrap, topic_factory(1)) == ["not reused 0", "reused True"]

@@ -36,7 +36,15 @@ try:
 except ImportError as exc:  # pragma: no cover - the spark extra brings anyio
     raise ImportError(f"{EXTRA_HINT} ({exc})") from exc
 
-__all__ = ["Lease", "LoopThread", "ProducerCache", "freeze_long_lived_objects", "shared_cache"]
+__all__ = [
+    "REUSE_WORKER",
+    "Lease",
+    "LoopThread",
+    "ProducerCache",
+    "freeze_in_a_reused_worker",
+    "freeze_long_lived_objects",
+    "shared_cache",
+]
 
 log = logging.getLogger("aioproducer.spark")
 T = TypeVar("T")
@@ -239,6 +247,8 @@ class ProducerCache:
 _shared: ProducerCache | None = None
 _shared_lock = threading.Lock()
 _frozen = False  # this module froze the collector's objects (and has not thawed them since)
+# Set by PySpark's worker daemon in the Python workers it reuses (spark.python.worker.reuse).
+REUSE_WORKER = "SPARK_REUSE_WORKER"
 
 
 def freeze_long_lived_objects() -> None:
@@ -258,6 +268,15 @@ def freeze_long_lived_objects() -> None:
     gc.collect()  # no garbage frozen: only what is alive
     gc.freeze()
     _frozen = True
+
+
+def freeze_in_a_reused_worker() -> None:
+    """`freeze_long_lived_objects` in a Python worker that Spark reuses (its daemon sets SPARK_REUSE_WORKER there and
+    collects after each use): the workers that build a streaming query's writer and commit its micro-batches, one
+    use per micro-batch, hold aioproducer's modules as the task workers do. Anywhere else (the user's own driver
+    process, a worker Spark does not reuse), nothing."""
+    if os.environ.get(REUSE_WORKER):
+        freeze_long_lived_objects()
 
 
 def _thaw() -> None:

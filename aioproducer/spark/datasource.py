@@ -19,6 +19,7 @@ from typing import Any
 from aioproducer.errors import ConfigError
 from aioproducer.spark._deps import require
 from aioproducer.spark.batches import ABORTED, COMMITTED, FAILED, BatchReport, local_directory, record_batch
+from aioproducer.spark.cache import freeze_in_a_reused_worker
 from aioproducer.spark.options import PublishOptions, parse_options
 from aioproducer.spark.report import PublishError, PublishReport, TaskReport
 from aioproducer.spark.schema import check_schema
@@ -102,6 +103,7 @@ class KafkaStreamWriter(_StreamWriter):  # type: ignore[misc]
             # The micro-batch is not committed: the query stops, and a restart publishes all of its rows again.
             raise PublishError(report)
         log.log(logging.WARNING if batch.may_have_duplicates or not report.ok else logging.INFO, batch.summary())
+        freeze_in_a_reused_worker()  # the commit's worker, too, is reused for every micro-batch
 
     def abort(self, messages: Sequence[TaskCommit | None], batchId: int) -> None:
         batch = self._record(batchId, ABORTED, _merged(messages, self.delivery))
@@ -146,7 +148,11 @@ class KafkaDataSource(_DataSource):  # type: ignore[misc]
         if settings.report_path is not None:
             local_directory(settings.report_path)
         arrow_schema = require("pyspark.sql.pandas.types").to_arrow_schema(schema) if _STREAM_ROWS else None
-        return KafkaStreamWriter(TaskPlan.from_options(settings), settings, arrow_schema)
+        writer = KafkaStreamWriter(TaskPlan.from_options(settings), settings, arrow_schema)
+        # Spark builds the stream writer again for every micro-batch, in a Python worker it reuses: keep the modules
+        # loaded here out of the full collection its daemon runs after each use (see freeze_in_a_reused_worker).
+        freeze_in_a_reused_worker()
+        return writer
 
 
 def _refuse_overwrite(overwrite: bool) -> None:

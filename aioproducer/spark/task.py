@@ -17,7 +17,7 @@ from typing import Any
 
 from aioproducer.models import TableReport
 from aioproducer.spark._deps import require
-from aioproducer.spark.cache import Lease, freeze_long_lived_objects, shared_cache
+from aioproducer.spark.cache import REUSE_WORKER, Lease, freeze_long_lived_objects, shared_cache
 from aioproducer.spark.options import DEFAULT_CACHE_TIMEOUT_MS, PublishOptions, resolve_placeholders
 from aioproducer.spark.report import MAX_ERRORS, TaskReport, TaskTally, arrow_schema
 from aioproducer.spark.transactional import publish_in_transaction
@@ -27,10 +27,6 @@ __all__ = ["MAX_PENDING_CHUNKS", "TaskPlan", "columns_of", "publish_partition", 
 # Enough chunks in flight to keep the connection busy while the next chunk is converted, few enough that a task
 # holds at most MAX_PENDING_CHUNKS * chunk_rows records (buffer_memory bounds it further).
 MAX_PENDING_CHUNKS = 4
-# Set by Spark (PythonRunner) when Python workers serve many tasks; without it (or outside Spark) the process ends
-# after this task, or never runs another: a producer kept for a next task would only be dropped unclosed.
-_REUSE_WORKER = "SPARK_REUSE_WORKER"
-
 _Pending = deque[tuple[int, "concurrent.futures.Future[TableReport]"]]
 # The sink's columns (Spark's KafkaWriter): value, and optionally key, topic, partition and headers.
 _ROLES = ("key", "value", "partition", "headers")
@@ -123,7 +119,9 @@ def _publish(chunks: Iterator[Any], plan: TaskPlan, tally: TaskTally) -> tuple[b
     if first is None:
         return False, 0  # an empty partition borrows no producer
     config = resolve_placeholders(plan.producer_config, strict=True)
-    keep = plan.producer_cache and bool(os.environ.get(_REUSE_WORKER))
+    # Without Spark's reuse mark (or outside Spark) the process ends after this task, or never runs another: a
+    # producer kept for a next task would only be dropped unclosed.
+    keep = plan.producer_cache and bool(os.environ.get(REUSE_WORKER))
     columns = columns_of(first, plan.topic)
     with shared_cache().lease(config, keep=keep, idle_timeout_s=plan.producer_cache_timeout_ms / 1000) as lease:
         opened_before = 0 if lease.created else lease.connections_opened()
