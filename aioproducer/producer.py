@@ -184,12 +184,14 @@ class Producer(TableMethods, TransactionalMethods):
         if appender is None:
             return
         appender.plain = plain
-        if plain and type(self).enqueue_nowait is Producer.enqueue_nowait:
+        if plain and type(self).enqueue_nowait is _GENERAL_ENQUEUE_NOWAIT:
             # A plain producer (running; nothing to serialize, show record hooks or check for a transaction) hands
             # out its appender's enqueue_plain as enqueue_nowait: one call per record, in C when compiled, where
             # this class's method and the appender's were two. Once the producer leaves the state, enqueue_plain
-            # takes this class's method, bound here (a subclass that overrides enqueue_nowait keeps its own).
-            appender.general_enqueue = MethodType(Producer.enqueue_nowait, self)
+            # takes this class's method, bound here. A subclass that overrides enqueue_nowait, or a wrapper or mock
+            # put on the class before start, keeps its own; one put on the class later is shadowed by this
+            # attribute (patch the producer itself: docs/testing.md).
+            appender.general_enqueue = MethodType(_GENERAL_ENQUEUE_NOWAIT, self)
             # Set as an attribute, not through self.__dict__: reading __dict__ makes CPython keep the instance's
             # attributes in a dict of their own from then on, and every self.<attribute> read gets slower.
             object.__setattr__(self, "enqueue_nowait", appender.enqueue_plain)
@@ -735,6 +737,10 @@ class Producer(TableMethods, TransactionalMethods):
                 f"the producer's sender failed ({self._sender_error!r}): no more records can be sent"
             )
         return ProducerClosedError(f"the producer is {self._state}: no more records can be sent")
+
+
+# Producer.enqueue_nowait as this module defines it (see Producer._enter).
+_GENERAL_ENQUEUE_NOWAIT = Producer.enqueue_nowait
 
 
 def _load_sink(cfg: ProducerConfig, partitioner: Partitioner) -> Any:

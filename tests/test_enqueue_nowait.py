@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -216,3 +217,25 @@ async def test_a_subclass_that_overrides_enqueue_nowait_keeps_its_override(mock_
         delivery = producer.enqueue_nowait("t", b"counted")
         assert (await delivery).offset == 1
     assert calls == [b"counted"]
+
+
+async def test_enqueue_nowait_patched_on_the_class_before_start_or_on_the_producer_is_what_a_plain_producer_calls(
+    mock_cluster: MockCluster,
+) -> None:
+    """A plain running producer holds its appender's method as an instance attribute named enqueue_nowait: a mock
+    put on Producer.enqueue_nowait before start (a test's mock.patch.object, instrumentation) was bypassed, the
+    check comparing the patched class attribute with itself. A patch of the class before start, or of the producer
+    itself at any time, must be what the producer calls (docs/testing.md)."""
+    mock_cluster.create_topic("t", 1)
+    general = Producer.enqueue_nowait
+    with mock.patch.object(Producer, "enqueue_nowait", autospec=True, side_effect=general) as on_the_class:
+        async with Producer(mock_cluster.bootstrap_servers, linger_ms=1) as producer:
+            await producer.send("t", b"metadata")
+            await producer.enqueue_nowait("t", b"watched")
+    assert on_the_class.call_count == 1
+    async with Producer(mock_cluster.bootstrap_servers, linger_ms=1) as producer:
+        await producer.send("t", b"metadata")
+        with mock.patch.object(producer, "enqueue_nowait", wraps=producer.enqueue_nowait) as on_the_producer:
+            await producer.enqueue_nowait("t", b"watched")
+        assert on_the_producer.call_count == 1
+        assert (await producer.enqueue_nowait("t", b"after the patch")).offset == 4

@@ -253,3 +253,20 @@ def test_the_worker_that_builds_a_stream_writer_for_each_micro_batch_freezes_its
         print("reused", gc.get_freeze_count() > 0)
         """
     assert lines_printed_in_a_worker_of_its_own(body, bootstrap, topic_factory(1)) == ["not reused 0", "reused True"]
+
+
+def test_a_task_whose_producer_turned_suspect_freezes_nothing(bootstrap: str) -> None:
+    """A task whose producer failed for a reason other than a bad record has it closed on release; the freeze that
+    followed ran while the task's frame still held the lease, so the closed producer was frozen with everything
+    else and stayed uncollectable until some later producer closed (maybe never in a steady worker)."""
+    body = """
+        plan = TaskPlan(
+            {"bootstrap.servers": sys.argv[1], "max.block.ms": "300", "allow.auto.create.topics": "false"},
+            "no-such-topic-" + os.urandom(4).hex(),
+            chunk_rows=2,
+        )
+        os.environ["SPARK_REUSE_WORKER"] = "1"
+        report = run_task([batch], plan)
+        print("failed", report.failed, "frozen", gc.get_freeze_count())
+        """
+    assert lines_printed_in_a_worker_of_its_own(body, bootstrap, "unused") == ["failed 3 frozen 0"]

@@ -89,7 +89,7 @@ cdef class Delivery:
                 # walk until the batch settles (a fifth of a record's cost in a done-callback loop). Sharing is
                 # invisible: each callback runs in its own copy of the snapshot (run_callbacks_of).
                 shared = carrier.context_snapshot
-                if shared is not None and context == shared:  # the same variables: one pointer compared, usually
+                if shared is not None and same_variables(context, shared):
                     context = shared
                 else:
                     carrier.context_snapshot = context
@@ -214,6 +214,26 @@ cdef object record_metadata(object topic, object partition, int64_t base_offset,
     return metadata
 
 
+cdef object _ABSENT = object()
+
+
+cdef bint same_variables(object context, object other) noexcept:
+    """Whether two Contexts map the same variables to the very same objects. Identity only, never `==`: a value's
+    __eq__ may raise (an array's) or find equal an object that is not the one a callback must see. Anything
+    unexpected answers False, which only costs a copy."""
+    if context is other:
+        return True
+    try:
+        if len(context) != len(other):
+            return False
+        for variable, value in context.items():
+            if other.get(variable, _ABSENT) is not value:
+                return False
+        return True
+    except Exception:
+        return False
+
+
 cdef inline object run_in(object context, object fn, object delivery):
     """`context.run(fn, delivery)`, through the C API for a plain Context (the one a callback gets by default):
     Context.run's own steps (enter, call, exit, a context already entered refused) without a method call."""
@@ -276,7 +296,7 @@ def run_callbacks_of(list deliveries):
                     )
                 if shared:
                     shared = False  # the later callbacks have contexts of their own
-                    if not (working == snapshot):  # this callback set a variable: the next record needs a fresh copy
+                    if not same_variables(working, snapshot):  # the callback set a variable: the next needs a copy
                         working = None
                 if not later:
                     break

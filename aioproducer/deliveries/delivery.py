@@ -128,6 +128,7 @@ class BatchOutcome:
         self._notify()
 
     def _notify(self) -> None:
+        self.context_snapshot = None  # no record is added to this outcome any more: hold none of its variables
         waiters, self.waiters = self.waiters, []
         for callback in waiters:
             callback()

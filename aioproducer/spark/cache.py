@@ -247,6 +247,7 @@ class ProducerCache:
 _shared: ProducerCache | None = None
 _shared_lock = threading.Lock()
 _frozen = False  # this module froze the collector's objects (and has not thawed them since)
+_freeze_lock = threading.Lock()
 # Set by PySpark's worker daemon in the Python workers it reuses (spark.python.worker.reuse).
 REUSE_WORKER = "SPARK_REUSE_WORKER"
 
@@ -263,11 +264,12 @@ def freeze_long_lived_objects() -> None:
     back, so that the closed producer's cycles can be freed; the next task freezes what is alive again.
     """
     global _frozen
-    if _frozen or gc.get_freeze_count():
-        return  # frozen already, by us or by the process's own code: whoever froze it decides when to thaw
-    gc.collect()  # no garbage frozen: only what is alive
-    gc.freeze()
-    _frozen = True
+    with _freeze_lock:  # the cache's loop thread thaws when it closes an idle producer
+        if _frozen or gc.get_freeze_count():
+            return  # frozen already, by us or by the process's own code: whoever froze it decides when to thaw
+        gc.collect()  # no garbage frozen: only what is alive
+        gc.freeze()
+        _frozen = True
 
 
 def freeze_in_a_reused_worker() -> None:
@@ -281,9 +283,10 @@ def freeze_in_a_reused_worker() -> None:
 
 def _thaw() -> None:
     global _frozen
-    if _frozen:
-        _frozen = False
-        gc.unfreeze()
+    with _freeze_lock:
+        if _frozen:
+            _frozen = False
+            gc.unfreeze()
 
 
 def shared_cache() -> ProducerCache:
@@ -299,11 +302,12 @@ def shared_cache() -> ProducerCache:
 def _forget_after_fork() -> None:
     # The child has no loop thread; dropping the parent's objects (without closing: their sockets are shared with
     # the parent) gives it a fresh cache on first use. The atexit hook of the parent's cache is dropped with it.
-    global _shared, _shared_lock, _frozen
+    global _shared, _shared_lock, _frozen, _freeze_lock
     if _shared is not None:
         atexit.unregister(_shared.close)
     _shared = None
     _shared_lock = threading.Lock()
+    _freeze_lock = threading.Lock()
     _frozen = False  # the child's own tasks decide (what the parent froze stays frozen in the child's copy)
 
 

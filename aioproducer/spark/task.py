@@ -142,8 +142,9 @@ def _publish(chunks: Iterator[Any], plan: TaskPlan, tally: TaskTally) -> tuple[b
                 future.cancel()
             concurrent.futures.wait([future for _, future in pending])
         lease.suspect |= tally.producer_suspect
-        created, opened = lease.created, lease.connections_opened() - opened_before
-    if keep:
+        created, opened, suspect = lease.created, lease.connections_opened() - opened_before, lease.suspect
+    del lease  # a suspect producer was closed on release: this frame must not keep it alive into the freeze
+    if keep and not suspect:
         # The worker and its producer outlive this task: keep them out of the collection pyspark runs after each task.
         freeze_long_lived_objects()
     return created, opened
