@@ -223,9 +223,13 @@ cdef bint same_variables(object context, object other) noexcept:
     unexpected answers False, which only costs a copy."""
     if context is other:
         return True
+    cdef Py_ssize_t count
     try:
-        if len(context) != len(other):
+        count = len(context)
+        if count != len(other):
             return False
+        if count == 0:
+            return True  # no variable set (most callbacks): no iterator to make
         for variable, value in context.items():
             if other.get(variable, _ABSENT) is not value:
                 return False
