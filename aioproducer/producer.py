@@ -178,8 +178,9 @@ class Producer(TableMethods, TransactionalMethods):
     def _enter(self, state: str) -> None:
         """The producer's state changes: and with it whether enqueue_nowait may take its fast path."""
         self._state = state
-        plain = state == _RUNNING and self._record_serializer is None
-        plain = plain and self._record_hooks is None and self._txn is None
+        plain = (
+            state == _RUNNING and self._record_serializer is None and self._record_hooks is None and self._txn is None
+        )
         appender: Appender | None = getattr(self, "_appender", None)  # none until started
         if appender is None:
             return

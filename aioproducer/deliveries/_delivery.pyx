@@ -74,12 +74,9 @@ cdef class Delivery:
         cdef bint snapshot = context is None
         if snapshot:
             context = PyContext_CopyCurrent()  # contextvars.copy_context() without a Python call
-        if self._cancelled:
-            self._outcome.loop.call_soon(fn, self, context=context)
-            return
         cdef Py_ssize_t index = self._index
         carrier = resolved(self._outcome, &index)
-        if carrier.done:
+        if self._cancelled or carrier.done:
             self._outcome.loop.call_soon(fn, self, context=context)
             return
         if self._callback is None:
