@@ -31,7 +31,7 @@ from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.buffer.memory import MemoryWaiters
 from aioproducer.config import ProducerConfig
 from aioproducer.deliveries.bulk import BulkDeliveries, wait_all
-from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve
+from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve, track_again
 from aioproducer.errors import (
     AioProducerError,
     InvalidRecordError,
@@ -365,6 +365,12 @@ class Producer(TableMethods, TransactionalMethods):
             self._observer.hooks.close()
 
     def _on_sender_exit(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() and self._state != _CLOSED:
+            # Cancelled from outside: the event loop is ending (asyncio.run cancels the tasks left) with the producer
+            # not closed. Nothing will settle its batches: their waiting handles go back to the cyclic collector's
+            # care, so that the abandoned producer is collected with them.
+            for batch in self._accumulator.incomplete_batches():
+                track_again(batch.outcome.deliveries)
         if task.cancelled() or task.exception() is None or self._state == _CLOSED:
             return
         self._sender_error = error = task.exception()

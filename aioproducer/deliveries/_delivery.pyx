@@ -2,7 +2,17 @@
 """Compiled twin of `aioproducer.deliveries.delivery`'s `Delivery`, `new_delivery` and `run_callbacks_of`: the same handle in
 a C struct, the same rules (see the original; the test suite runs both twins against asyncio.Future), and the
 methods asyncio calls several times per awaited record (done, result, exception, add_done_callback) without a
-Python frame. A `RecordMetadata` is allocated as the named tuple it is, without a Python call."""
+Python frame. A `RecordMetadata` is allocated as the named tuple it is, without a Python call.
+
+A handle waiting for its batch with done callbacks is not tracked by the cyclic garbage collector meanwhile (the
+collector's own choice for objects that cannot be in a garbage cycle, made here by a rule): in a done-callback loop
+most handles outlived two young collections and were walked by every full collection, a sixth of a record's cost.
+It cannot be in a garbage cycle while it waits: its batch's outcome refers to it, and the sender holds every batch
+not settled yet, so it is alive. It is tracked again as soon as it stops waiting (its callbacks run, or nothing will
+ever run them: the loop closed, or the sender was cancelled with the event loop's end, see `track_again`), so a cycle
+through it (a callback that refers back to it) is collected as before. One case is left: an event loop closed without
+cancelling its tasks (asyncio.run, asyncio.Runner and pytest-asyncio all cancel them) while a producer that was never
+closed still buffers records with callbacks keeps those records, their batches and their callbacks."""
 
 from cpython.contextvars cimport (
     PyContext_CheckExact,
@@ -24,6 +34,8 @@ from aioproducer.models import RecordMetadata
 cdef extern from "Python.h":
     object PyType_GenericAlloc(PyTypeObject* type, Py_ssize_t nitems)
     void PyObject_GC_UnTrack(object op)
+    void PyObject_GC_Track(object op)
+    int PyObject_GC_IsTracked(object op)
 
 
 cdef class Delivery:
@@ -100,6 +112,7 @@ cdef class Delivery:
         if not self._watching:
             self._watching = True
             carrier.deliveries.append(self)
+            PyObject_GC_UnTrack(self)  # while it waits: see the module's docstring
 
     cdef void _own_context(self):
         """Before the first callback's context leaves run_callbacks_of's hands: a private copy of a shared snapshot
@@ -247,6 +260,19 @@ cdef inline object run_in(object context, object fn, object delivery):
         PyContext_Exit(context)
 
 
+cdef inline void _track(object delivery) noexcept:
+    if not PyObject_GC_IsTracked(delivery):
+        PyObject_GC_Track(delivery)
+
+
+def track_again(list deliveries):
+    """Twin of `aioproducer.deliveries.delivery.track_again`: the waiting handles among `deliveries` are tracked by
+    the cyclic collector again (nothing may run their callbacks any more)."""
+    for delivery in deliveries:
+        if type(delivery) is Delivery:
+            _track(delivery)
+
+
 def run_callbacks_of(list deliveries):
     """Twin of `aioproducer.deliveries.delivery.run_callbacks_of`: run a settled batch's waiting records' done callbacks in
     one loop callback (see the original for the rules on raising callbacks)."""
@@ -265,6 +291,7 @@ def run_callbacks_of(list deliveries):
             delivery = <Delivery?>deliveries[position]
             position += 1
             delivery._watching = False
+            _track(delivery)
             fn = delivery._callback
             if delivery._cancelled or fn is None:
                 continue

@@ -136,8 +136,10 @@ class BatchOutcome:
         if not deliveries:
             return
         if self.done:
-            if not self.loop.is_closed():  # else nothing can run the callbacks (a closed test loop)
+            if not self.loop.is_closed():
                 self.loop.call_soon(run_callbacks_of, deliveries)
+            else:  # nothing can run the callbacks (a closed test loop)
+                track_again(deliveries)
             return
         for delivery in deliveries:  # forwarded to the halves of a split: each record waits on its own half
             resolve(self, delivery._index)[0].deliveries.append(delivery)
@@ -145,6 +147,12 @@ class BatchOutcome:
     def __repr__(self) -> str:
         state = "split" if self.first else "failed" if self.error else "delivered" if self.done else "pending"
         return f"<BatchOutcome {self.topic}-{self.partition} {state}>"
+
+
+def track_again(deliveries: list[Delivery]) -> None:
+    """Nothing will run these waiting records' callbacks (the event loop closed, or ended the sender): the compiled
+    handle, which the cyclic collector does not track while it waits for its batch, is tracked again, so that the
+    batch, its handles and their callbacks are collected once unreachable. The pure handle is always tracked."""
 
 
 def run_callbacks_of(deliveries: list[Delivery]) -> None:
@@ -395,8 +403,10 @@ def new_delivery(outcome: BatchOutcome, index: int, timestamp_ms: int, key_size:
 PureDelivery = Delivery
 pure_new_delivery = new_delivery
 pure_run_callbacks_of = run_callbacks_of
+pure_track_again = track_again
 _twin = compiled_twin("aioproducer.deliveries._delivery")
 if not TYPE_CHECKING and _twin is not None:
     Delivery = _twin.Delivery
     new_delivery = _twin.new_delivery
     run_callbacks_of = _twin.run_callbacks_of
+    track_again = _twin.track_again

@@ -1,0 +1,128 @@
+"""Records' handles and the cyclic garbage collector: the compiled handle of a record waiting for its batch with done
+callbacks is not tracked by the collector meanwhile (walking it cost a sixth of a done-callback loop). These tests pin
+what that must never cost: a reference cycle through a handle (a callback or cancel message that refers back to it)
+is collected once its batch settled, once its loop closed, and once an event loop ended with the producer left open,
+on both twins."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import warnings
+import weakref
+from typing import Any
+
+import pytest
+
+from aioproducer import Producer
+from aioproducer.deliveries import delivery as delivery_module
+from aioproducer.deliveries.delivery import BatchOutcome
+from aioproducer.testing import MockCluster
+from tests.twins import TWINS, use_twin
+
+
+@pytest.fixture(autouse=True, params=TWINS)
+def twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    use_twin(monkeypatch, request.param)
+    return request.param  # type: ignore[no-any-return]
+
+
+class HoldsItsRecord:
+    """A done callback (or cancel message) that refers to the handle it was given to: a cycle through the handle."""
+
+    def __init__(self, ran: list[Any] | None = None) -> None:
+        self.delivery: Any = None
+        self.ran = [] if ran is None else ran
+
+    def __call__(self, delivery: Any) -> None:
+        self.ran.append(delivery)
+
+
+def watched(outcome: BatchOutcome, index: int, ran: list[Any]) -> weakref.ref[HoldsItsRecord]:
+    """A record of `outcome`'s batch whose done callback refers back to it (and notes its runs in `ran`); only a weak
+    reference to the callback is kept."""
+    delivery = delivery_module.new_delivery(outcome, index, 1_000, -1, 3)
+    callback = HoldsItsRecord(ran)
+    callback.delivery = delivery
+    delivery.add_done_callback(callback)
+    return weakref.ref(callback)
+
+
+def collected(refs: list[weakref.ref[HoldsItsRecord]]) -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)  # transports of a loop closed with the producer open
+        gc.collect()
+    return sum(1 for ref in refs if ref() is None)
+
+
+async def test_callbacks_that_refer_to_their_records_are_collected_once_the_batch_settled() -> None:
+    outcome = BatchOutcome("t", 0, asyncio.get_running_loop())
+    ran: list[Any] = []
+    refs = [watched(outcome, index, ran) for index in range(3)]
+    outcome.succeed(0, -1)
+    await asyncio.sleep(0)
+    assert len(ran) == 3  # each ran once
+    del outcome, ran
+    assert collected(refs) == 3
+
+
+async def test_a_cancelled_record_whose_cancel_message_refers_back_is_collected_after_its_batch_settled() -> None:
+    """A record cancelled while it waits stays in its batch's list (untracked) until the batch settles; its cancel
+    message may refer back to it. Once the batch settled, nothing but that cycle holds the two."""
+    outcome = BatchOutcome("t", 0, asyncio.get_running_loop())
+    delivery = delivery_module.new_delivery(outcome, 0, 1_000, -1, 3)
+    delivery.add_done_callback(lambda _: None)
+    message = HoldsItsRecord()
+    message.delivery = delivery
+    assert delivery.cancel(message)
+    ref = weakref.ref(message)
+    del delivery, message
+    outcome.succeed(0, -1)
+    await asyncio.sleep(0)
+    del outcome
+    assert collected([ref]) == 1
+
+
+def test_records_of_a_batch_settled_after_its_loop_closed_are_collected() -> None:
+    """Nothing can run the callbacks of a batch settled on a closed loop: its records are dropped, and must not
+    stay out of the collector's sight with their callbacks."""
+    loop = asyncio.new_event_loop()
+    outcome = BatchOutcome("t", 0, loop)
+    ran: list[Any] = []
+    refs = [watched(outcome, index, ran) for index in range(3)]
+    loop.close()
+    outcome.succeed(0, -1)
+    del outcome, loop
+    assert collected(refs) == 3
+    assert not ran
+
+
+def test_a_producer_left_open_when_asyncio_run_ends_is_collected_with_its_waiting_records() -> None:
+    """asyncio.run ends by cancelling the tasks left, the producer's sender among them, and closes the loop: nothing
+    will ever settle the records still buffered. The producer, its batches, their records and their callbacks must
+    all be collected, as they were before the waiting handles left the collector's sight."""
+    refs: list[weakref.ref[HoldsItsRecord]] = []
+    ran: list[Any] = []
+    producers: list[weakref.ref[Producer]] = []
+
+    async def leave_a_producer_open(bootstrap: str) -> None:
+        producer = Producer(bootstrap, linger_ms=60_000)  # the records wait in the producer
+        await producer.start()
+        await producer.enqueue("left-open", b"metadata and connections")
+        await producer.flush()  # sent at once, not after linger_ms
+        for index in range(200):
+            delivery = await producer.enqueue("left-open", b"%d" % index)
+            callback = HoldsItsRecord(ran)
+            callback.delivery = delivery
+            delivery.add_done_callback(callback)
+            refs.append(weakref.ref(callback))
+        producers.append(weakref.ref(producer))
+
+    with MockCluster(1) as cluster:
+        cluster.create_topic("left-open", 3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            asyncio.run(leave_a_producer_open(cluster.bootstrap_servers))
+    assert collected(refs) == len(refs) == 200
+    assert producers[0]() is None
+    assert not ran  # nothing settled them
