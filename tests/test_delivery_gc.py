@@ -7,6 +7,7 @@ on both twins."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import warnings
 import weakref
@@ -17,7 +18,8 @@ import pytest
 from aioproducer import Producer
 from aioproducer.deliveries import delivery as delivery_module
 from aioproducer.deliveries.delivery import BatchOutcome
-from aioproducer.testing import MockCluster
+from aioproducer.errors import KafkaTimeoutError
+from aioproducer.testing import MockCluster, MockProducer
 from tests.twins import TWINS, use_twin
 
 
@@ -126,3 +128,109 @@ def test_a_producer_left_open_when_asyncio_run_ends_is_collected_with_its_waitin
     assert collected(refs) == len(refs) == 200
     assert producers[0]() is None
     assert not ran  # nothing settled them
+
+
+def test_records_a_mock_producer_left_pending_are_collected_when_asyncio_run_ends() -> None:
+    """A MockProducer in manual mode (auto_complete=False) has no sender task: when asyncio.run ends with records it
+    never completed, nothing settles them and nothing re-tracked their handles, so the compiled handles, their
+    batches and their callbacks stayed alive for good (the tracked version collects them)."""
+    refs: list[weakref.ref[HoldsItsRecord]] = []
+    ran: list[Any] = []
+
+    async def leave_records_pending() -> None:
+        producer = MockProducer(auto_complete=False)
+        await producer.start()
+        for index in range(5):
+            delivery = await producer.enqueue("pending", b"%d" % index)
+            callback = HoldsItsRecord(ran)
+            callback.delivery = delivery
+            delivery.add_done_callback(callback)
+            refs.append(weakref.ref(callback))
+
+    asyncio.run(leave_records_pending())
+    assert collected(refs) == len(refs) == 5
+    assert not ran
+
+
+async def test_a_mock_producer_dropped_with_pending_records_is_collected_while_its_loop_runs() -> None:
+    """The same mock dropped while its event loop goes on (a session-wide test loop): its pending batches are garbage
+    with their records and callbacks, but the compiled handles, out of the collector's sight, kept them all alive."""
+    refs: list[weakref.ref[HoldsItsRecord]] = []
+
+    async def drop_a_mock_with_pending_records() -> None:
+        producer = MockProducer(auto_complete=False)
+        await producer.start()
+        for index in range(5):
+            delivery = await producer.enqueue("pending", b"%d" % index)
+            callback = HoldsItsRecord()
+            callback.delivery = delivery
+            delivery.add_done_callback(callback)
+            refs.append(weakref.ref(callback))
+
+    await drop_a_mock_with_pending_records()
+    assert collected(refs) == len(refs) == 5
+
+
+def test_records_whose_callbacks_were_dropped_with_their_closed_loop_are_collected() -> None:
+    """A done callback raising KeyboardInterrupt makes run_callbacks_of schedule the batch's other records again and
+    propagate; the program closes its loop, dropping that scheduled call. The compiled handles it carried were still
+    untracked (only run_callbacks_of re-tracks them as it reaches each), so they and their callbacks were kept."""
+    loop = asyncio.new_event_loop()
+    outcome = BatchOutcome("t", 0, loop)
+    interrupting = delivery_module.new_delivery(outcome, 0, 1_000, -1, 3)
+
+    def interrupt(_: Any) -> None:
+        raise KeyboardInterrupt
+
+    interrupting.add_done_callback(interrupt)
+    ran: list[Any] = []
+    refs = [watched(outcome, index, ran) for index in range(1, 4)]
+    outcome.succeed(0, -1)
+    interrupted = False
+    try:
+        loop.run_forever()  # the batch's call runs first, and interrupts the loop
+    except KeyboardInterrupt:  # not kept: its traceback holds run_callbacks_of's frame
+        interrupted = True
+    assert interrupted
+    loop.close()  # the rescheduled call goes with the loop's ready queue
+    del outcome, loop, interrupting
+    assert collected(refs) == 3
+    assert not ran
+
+
+def test_records_waited_for_after_asyncio_run_cancelled_the_sender_are_collected() -> None:
+    """A task's cleanup that waits, with a timeout, for records still buffered when asyncio.run cancels the tasks
+    left (a last flush, then asyncio.wait) registers done callbacks after the sender's exit re-tracked the waiting
+    handles: those handles went out of the collector's sight for good, keeping their batches and the closed event
+    loop alive."""
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+    producers: list[weakref.ref[Producer]] = []
+
+    async def wait_for_buffered_records_on_cancel(bootstrap: str) -> None:
+        producer = Producer(bootstrap, linger_ms=60_000)  # the records wait in the producer
+        await producer.start()
+        await producer.enqueue("left-open", b"metadata and connections")
+        await producer.flush()
+        buffered = [await producer.enqueue("left-open", b"%d" % index) for index in range(20)]
+
+        async def worker() -> None:
+            try:
+                await asyncio.sleep(3600)
+            finally:  # cancelled by asyncio.run's end: give the buffered records a last chance
+                with contextlib.suppress(KafkaTimeoutError):
+                    await producer.flush(0.05)
+                await asyncio.wait(buffered, timeout=0.05)
+
+        asyncio.get_running_loop().create_task(worker())
+        await asyncio.sleep(0)
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        producers.append(weakref.ref(producer))
+
+    with MockCluster(1) as cluster:
+        cluster.create_topic("left-open", 3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            asyncio.run(wait_for_buffered_records_on_cancel(cluster.bootstrap_servers))
+    collected([])
+    assert producers[0]() is None
+    assert loops[0]() is None
