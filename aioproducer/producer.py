@@ -269,7 +269,8 @@ class Producer(TableMethods, TransactionalMethods):
 
     def _new_outcome(self, tp: tuple[str, int]) -> BatchOutcome:
         """The outcome a new batch's records are settled through, bound to this producer's loop."""
-        return BatchOutcome(tp[0], tp[1], self._loop)
+        running = self._task is not None and not self._task.done()
+        return BatchOutcome(tp[0], tp[1], self._loop, held=running)
 
     async def __aenter__(self) -> Producer:
         try:
@@ -365,12 +366,11 @@ class Producer(TableMethods, TransactionalMethods):
             self._observer.hooks.close()
 
     def _on_sender_exit(self, task: asyncio.Task[None]) -> None:
-        if task.cancelled() and self._state != _CLOSED:
-            # Cancelled from outside: the event loop is ending (asyncio.run cancels the tasks left) with the producer
-            # not closed. Nothing will settle its batches: their waiting handles go back to the cyclic collector's
-            # care, so that the abandoned producer is collected with them.
-            for batch in self._accumulator.incomplete_batches():
-                track_again(batch.outcome.deliveries)
+        # The sender no longer holds the batches left (cancelled with the event loop's end, crashed, or stopped by
+        # close): their waiting handles, and any registered from now on, stay in the cyclic collector's care.
+        for batch in self._accumulator.incomplete_batches():
+            batch.outcome.held = False
+            track_again(batch.outcome.deliveries)
         if task.cancelled() or task.exception() is None or self._state == _CLOSED:
             return
         self._sender_error = error = task.exception()

@@ -58,7 +58,7 @@ def collected(refs: list[weakref.ref[HoldsItsRecord]]) -> int:
 
 
 async def test_callbacks_that_refer_to_their_records_are_collected_once_the_batch_settled() -> None:
-    outcome = BatchOutcome("t", 0, asyncio.get_running_loop())
+    outcome = BatchOutcome("t", 0, asyncio.get_running_loop(), held=True)
     ran: list[Any] = []
     refs = [watched(outcome, index, ran) for index in range(3)]
     outcome.succeed(0, -1)
@@ -71,7 +71,7 @@ async def test_callbacks_that_refer_to_their_records_are_collected_once_the_batc
 async def test_a_cancelled_record_whose_cancel_message_refers_back_is_collected_after_its_batch_settled() -> None:
     """A record cancelled while it waits stays in its batch's list (untracked) until the batch settles; its cancel
     message may refer back to it. Once the batch settled, nothing but that cycle holds the two."""
-    outcome = BatchOutcome("t", 0, asyncio.get_running_loop())
+    outcome = BatchOutcome("t", 0, asyncio.get_running_loop(), held=True)
     delivery = delivery_module.new_delivery(outcome, 0, 1_000, -1, 3)
     delivery.add_done_callback(lambda _: None)
     message = HoldsItsRecord()
@@ -89,7 +89,7 @@ def test_records_of_a_batch_settled_after_its_loop_closed_are_collected() -> Non
     """Nothing can run the callbacks of a batch settled on a closed loop: its records are dropped, and must not
     stay out of the collector's sight with their callbacks."""
     loop = asyncio.new_event_loop()
-    outcome = BatchOutcome("t", 0, loop)
+    outcome = BatchOutcome("t", 0, loop, held=True)
     ran: list[Any] = []
     refs = [watched(outcome, index, ran) for index in range(3)]
     loop.close()
@@ -176,7 +176,7 @@ def test_records_whose_callbacks_were_dropped_with_their_closed_loop_are_collect
     propagate; the program closes its loop, dropping that scheduled call. The compiled handles it carried were still
     untracked (only run_callbacks_of re-tracks them as it reaches each), so they and their callbacks were kept."""
     loop = asyncio.new_event_loop()
-    outcome = BatchOutcome("t", 0, loop)
+    outcome = BatchOutcome("t", 0, loop, held=True)
     interrupting = delivery_module.new_delivery(outcome, 0, 1_000, -1, 3)
 
     def interrupt(_: Any) -> None:

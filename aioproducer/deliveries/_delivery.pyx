@@ -7,12 +7,14 @@ Python frame. A `RecordMetadata` is allocated as the named tuple it is, without 
 A handle waiting for its batch with done callbacks is not tracked by the cyclic garbage collector meanwhile (the
 collector's own choice for objects that cannot be in a garbage cycle, made here by a rule): in a done-callback loop
 most handles outlived two young collections and were walked by every full collection, a sixth of a record's cost.
-It cannot be in a garbage cycle while it waits: its batch's outcome refers to it, and the sender holds every batch
-not settled yet, so it is alive. It is tracked again as soon as it stops waiting (its callbacks run, or nothing will
-ever run them: the loop closed, or the sender was cancelled with the event loop's end, see `track_again`), so a cycle
-through it (a callback that refers back to it) is collected as before. One case is left: an event loop closed without
-cancelling its tasks (asyncio.run, asyncio.Runner and pytest-asyncio all cancel them) while a producer that was never
-closed still buffers records with callbacks keeps those records, their batches and their callbacks."""
+It cannot be in a garbage cycle while it waits on an outcome a running sender holds (`BatchOutcome.held`: set by the
+Producer for its batches, cleared when its sender exits; never set by MockProducer, whose batches may be dropped
+unsettled): the outcome refers to it, and the sender holds the outcome until it settles it. It is tracked again as
+soon as it stops waiting (its batch settled, before its callbacks are scheduled; split onto a half no sender holds;
+or its sender exited, see `track_again`), so a cycle through it (a callback that refers back to it) is collected as
+before. One case is left: an event loop closed without cancelling its tasks (asyncio.run, asyncio.Runner and
+pytest-asyncio all cancel them) while a producer that was never closed still buffers records with callbacks keeps
+those records, their batches and their callbacks."""
 
 from cpython.contextvars cimport (
     PyContext_CheckExact,
@@ -112,7 +114,8 @@ cdef class Delivery:
         if not self._watching:
             self._watching = True
             carrier.deliveries.append(self)
-            PyObject_GC_UnTrack(self)  # while it waits: see the module's docstring
+            if carrier.held:  # while a running sender holds its batch: see the module's docstring
+                PyObject_GC_UnTrack(self)
 
     cdef void _own_context(self):
         """Before the first callback's context leaves run_callbacks_of's hands: a private copy of a shared snapshot

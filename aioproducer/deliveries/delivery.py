@@ -42,6 +42,7 @@ class BatchOutcome:
         "error",
         "error_traceback",
         "first",
+        "held",
         "log_append_time_ms",
         "loop",
         "partition",
@@ -51,7 +52,7 @@ class BatchOutcome:
         "waiters",
     )
 
-    def __init__(self, topic: str, partition: int, loop: Any) -> None:
+    def __init__(self, topic: str, partition: int, loop: Any, *, held: bool = False) -> None:
         self.topic = topic
         self.partition = partition
         self.loop = loop  # the producer's event loop; None only for batches built outside a producer
@@ -75,6 +76,9 @@ class BatchOutcome:
         # added under the same contextvars share it (one object, not one per record for the collector to walk),
         # and each callback still runs in a copy of it (see _delivery.pyx). The pure twin copies per callback.
         self.context_snapshot: Any = None
+        # Whether a running sender holds this outcome until it settles it: only then may the compiled handles
+        # waiting on it leave the cyclic collector's sight (see _delivery.pyx). Cleared when the sender exits.
+        self.held = held
 
     def succeed(self, base_offset: int, log_append_time_ms: int) -> None:
         """Delivered. `base_offset` -1 means unknown (acks=0, a duplicate); `log_append_time_ms` -1 means
@@ -136,13 +140,16 @@ class BatchOutcome:
         if not deliveries:
             return
         if self.done:
-            if not self.loop.is_closed():
+            # Tracked before the call is scheduled: a loop closed before running it drops the call with its list.
+            track_again(deliveries)
+            if not self.loop.is_closed():  # else nothing can run the callbacks (a closed test loop)
                 self.loop.call_soon(run_callbacks_of, deliveries)
-            else:  # nothing can run the callbacks (a closed test loop)
-                track_again(deliveries)
             return
         for delivery in deliveries:  # forwarded to the halves of a split: each record waits on its own half
-            resolve(self, delivery._index)[0].deliveries.append(delivery)
+            half = resolve(self, delivery._index)[0]
+            half.deliveries.append(delivery)
+            if not half.held:
+                track_again([delivery])
 
     def __repr__(self) -> str:
         state = "split" if self.first else "failed" if self.error else "delivered" if self.done else "pending"
