@@ -33,7 +33,11 @@ TWINNED: list[tuple[ModuleType, str, tuple[str, ...]]] = [
     (batch, "aioproducer.buffer._batch", ("ProducerBatch",)),
     (buffer_pool, "aioproducer.buffer._pool", ("BufferPool",)),
     (partitioner, "aioproducer._partitioner", ("DefaultPartitioner", "murmur2")),
-    (delivery, "aioproducer.deliveries._delivery", ("Delivery", "new_delivery", "run_callbacks_of", "track_again")),
+    (
+        delivery,
+        "aioproducer.deliveries._delivery",
+        ("Delivery", "new_delivery", "run_callbacks_of", "track_again", "schedule_callbacks"),
+    ),
     (bulk_deliveries, "aioproducer.deliveries._bulk", ("BulkDeliveries",)),
     (appender, "aioproducer.append._appender", ("Appender",)),
     (pipeline, "aioproducer.send._pipeline", ("BatchPipeline",)),

@@ -10,12 +10,13 @@ most handles outlived two young collections and were walked by every full collec
 It cannot be in a garbage cycle while it waits on an outcome a running sender holds (`BatchOutcome.held`: set by the
 Producer for its batches, cleared when its sender exits; never set by MockProducer, whose batches may be dropped
 unsettled): the outcome refers to it, and the sender holds the outcome until it settles it. It is tracked again as
-soon as it stops waiting (its batch settled, before its callbacks are scheduled; split onto a half no sender holds;
+soon as it stops waiting (its callbacks run, or the loop dropped their call unrun; split onto a half no sender holds;
 or its sender exited, see `track_again`), so a cycle through it (a callback that refers back to it) is collected as
 before. One case is left: an event loop closed without cancelling its tasks (asyncio.run, asyncio.Runner and
 pytest-asyncio all cancel them) while a producer that was never closed still buffers records with callbacks keeps
 those records, their batches and their callbacks."""
 
+cimport cython
 from cpython.contextvars cimport (
     PyContext_CheckExact,
     PyContext_Copy,
@@ -276,6 +277,33 @@ def track_again(list deliveries):
             _track(delivery)
 
 
+@cython.final
+cdef class _SettledCallbacks:
+    """A settled batch's callbacks as one loop callback: should the loop drop it unrun (closed first), the handles it
+    carries are tracked again as it goes (tracked, they are collected with their callbacks); run, each was tracked
+    just before its callbacks ran. Tracking them all at settling instead kept them in the young generation until
+    the call ran, for every collection meanwhile to walk."""
+
+    cdef list deliveries
+
+    def __cinit__(self, list deliveries):
+        self.deliveries = deliveries
+
+    def __call__(self):
+        run_callbacks_of(self.deliveries)
+
+    def __dealloc__(self):
+        if self.deliveries is not None:
+            for delivery in self.deliveries:
+                if type(delivery) is Delivery:
+                    _track(delivery)
+
+
+def schedule_callbacks(loop, list deliveries):
+    """Twin of `aioproducer.deliveries.delivery.schedule_callbacks`."""
+    loop.call_soon(_SettledCallbacks(deliveries))
+
+
 def run_callbacks_of(list deliveries):
     """Twin of `aioproducer.deliveries.delivery.run_callbacks_of`: run a settled batch's waiting records' done callbacks in
     one loop callback (see the original for the rules on raising callbacks)."""
@@ -334,4 +362,4 @@ def run_callbacks_of(list deliveries):
                 fn, context = later.pop(0)
     finally:
         if position < count:
-            deliveries[0].get_loop().call_soon(run_callbacks_of, deliveries[position:])
+            schedule_callbacks(deliveries[0].get_loop(), deliveries[position:])

@@ -28,6 +28,8 @@ __all__ = [
     "new_delivery",
     "resolve",
     "run_callbacks_of",
+    "schedule_callbacks",
+    "track_again",
 ]
 
 
@@ -140,10 +142,10 @@ class BatchOutcome:
         if not deliveries:
             return
         if self.done:
-            # Tracked before the call is scheduled: a loop closed before running it drops the call with its list.
-            track_again(deliveries)
-            if not self.loop.is_closed():  # else nothing can run the callbacks (a closed test loop)
-                self.loop.call_soon(run_callbacks_of, deliveries)
+            if not self.loop.is_closed():
+                schedule_callbacks(self.loop, deliveries)
+            else:  # nothing can run the callbacks (a closed test loop)
+                track_again(deliveries)
             return
         for delivery in deliveries:  # forwarded to the halves of a split: each record waits on its own half
             half = resolve(self, delivery._index)[0]
@@ -160,6 +162,12 @@ def track_again(deliveries: list[Delivery]) -> None:
     """Nothing will run these waiting records' callbacks (the event loop closed, or ended the sender): the compiled
     handle, which the cyclic collector does not track while it waits for its batch, is tracked again, so that the
     batch, its handles and their callbacks are collected once unreachable. The pure handle is always tracked."""
+
+
+def schedule_callbacks(loop: Any, deliveries: list[Delivery]) -> None:
+    """Run `deliveries`' callbacks in one loop callback soon (`run_callbacks_of`). The compiled twin's call also
+    tracks the handles again should the loop drop it unrun (closed first): see `track_again`."""
+    loop.call_soon(run_callbacks_of, deliveries)
 
 
 def run_callbacks_of(deliveries: list[Delivery]) -> None:
@@ -198,7 +206,7 @@ def run_callbacks_of(deliveries: list[Delivery]) -> None:
                 fn, context = later.pop(0)
     finally:
         if position < len(deliveries):
-            deliveries[0].get_loop().call_soon(run_callbacks_of, deliveries[position:])
+            schedule_callbacks(deliveries[0].get_loop(), deliveries[position:])
 
 
 def keep_callbacks(delivery: Delivery, pairs: list[tuple[Any, Any]]) -> None:
@@ -411,9 +419,11 @@ PureDelivery = Delivery
 pure_new_delivery = new_delivery
 pure_run_callbacks_of = run_callbacks_of
 pure_track_again = track_again
+pure_schedule_callbacks = schedule_callbacks
 _twin = compiled_twin("aioproducer.deliveries._delivery")
 if not TYPE_CHECKING and _twin is not None:
     Delivery = _twin.Delivery
     new_delivery = _twin.new_delivery
     run_callbacks_of = _twin.run_callbacks_of
     track_again = _twin.track_again
+    schedule_callbacks = _twin.schedule_callbacks
