@@ -11,6 +11,7 @@ import contextlib
 import gc
 import warnings
 import weakref
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -43,11 +44,33 @@ class HoldsItsRecord:
 def watched(outcome: BatchOutcome, index: int, ran: list[Any]) -> weakref.ref[HoldsItsRecord]:
     """A record of `outcome`'s batch whose done callback refers back to it (and notes its runs in `ran`); only a weak
     reference to the callback is kept."""
-    delivery = delivery_module.new_delivery(outcome, index, 1_000, -1, 3)
+    return held_by_its_callback(delivery_module.new_delivery(outcome, index, 1_000, -1, 3), ran)
+
+
+def held_by_its_callback(delivery: Any, ran: list[Any]) -> weakref.ref[HoldsItsRecord]:
+    """Give `delivery` a done callback that refers back to it (noting its runs in `ran`); a weak reference to it."""
     callback = HoldsItsRecord(ran)
     callback.delivery = delivery
     delivery.add_done_callback(callback)
     return weakref.ref(callback)
+
+
+async def started_producer(bootstrap: str) -> Producer:
+    """A producer whose records wait in it (linger 60 s), connected and with the test topic's metadata."""
+    producer = Producer(bootstrap, linger_ms=60_000)
+    await producer.start()
+    await producer.enqueue("left-open", b"metadata and connections")
+    await producer.flush()  # sent at once, not after linger_ms
+    return producer
+
+
+def run_on_a_mock_cluster(main: Callable[[str], Coroutine[Any, Any, None]]) -> None:
+    """`asyncio.run(main(bootstrap))` against a fresh one-broker librdkafka mock cluster with the test topic."""
+    with MockCluster(1) as cluster:
+        cluster.create_topic("left-open", 3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)  # transports of a loop closed with the producer open
+            asyncio.run(main(cluster.bootstrap_servers))
 
 
 def collected(refs: list[weakref.ref[HoldsItsRecord]]) -> int:
@@ -108,23 +131,12 @@ def test_a_producer_left_open_when_asyncio_run_ends_is_collected_with_its_waitin
     producers: list[weakref.ref[Producer]] = []
 
     async def leave_a_producer_open(bootstrap: str) -> None:
-        producer = Producer(bootstrap, linger_ms=60_000)  # the records wait in the producer
-        await producer.start()
-        await producer.enqueue("left-open", b"metadata and connections")
-        await producer.flush()  # sent at once, not after linger_ms
+        producer = await started_producer(bootstrap)
         for index in range(200):
-            delivery = await producer.enqueue("left-open", b"%d" % index)
-            callback = HoldsItsRecord(ran)
-            callback.delivery = delivery
-            delivery.add_done_callback(callback)
-            refs.append(weakref.ref(callback))
+            refs.append(held_by_its_callback(await producer.enqueue("left-open", b"%d" % index), ran))
         producers.append(weakref.ref(producer))
 
-    with MockCluster(1) as cluster:
-        cluster.create_topic("left-open", 3)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ResourceWarning)
-            asyncio.run(leave_a_producer_open(cluster.bootstrap_servers))
+    run_on_a_mock_cluster(leave_a_producer_open)
     assert collected(refs) == len(refs) == 200
     assert producers[0]() is None
     assert not ran  # nothing settled them
@@ -141,11 +153,7 @@ def test_records_a_mock_producer_left_pending_are_collected_when_asyncio_run_end
         producer = MockProducer(auto_complete=False)
         await producer.start()
         for index in range(5):
-            delivery = await producer.enqueue("pending", b"%d" % index)
-            callback = HoldsItsRecord(ran)
-            callback.delivery = delivery
-            delivery.add_done_callback(callback)
-            refs.append(weakref.ref(callback))
+            refs.append(held_by_its_callback(await producer.enqueue("pending", b"%d" % index), ran))
 
     asyncio.run(leave_records_pending())
     assert collected(refs) == len(refs) == 5
@@ -207,10 +215,7 @@ def test_records_waited_for_after_asyncio_run_cancelled_the_sender_are_collected
     producers: list[weakref.ref[Producer]] = []
 
     async def wait_for_buffered_records_on_cancel(bootstrap: str) -> None:
-        producer = Producer(bootstrap, linger_ms=60_000)  # the records wait in the producer
-        await producer.start()
-        await producer.enqueue("left-open", b"metadata and connections")
-        await producer.flush()
+        producer = await started_producer(bootstrap)
         buffered = [await producer.enqueue("left-open", b"%d" % index) for index in range(20)]
 
         async def worker() -> None:
@@ -226,11 +231,7 @@ def test_records_waited_for_after_asyncio_run_cancelled_the_sender_are_collected
         loops.append(weakref.ref(asyncio.get_running_loop()))
         producers.append(weakref.ref(producer))
 
-    with MockCluster(1) as cluster:
-        cluster.create_topic("left-open", 3)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ResourceWarning)
-            asyncio.run(wait_for_buffered_records_on_cancel(cluster.bootstrap_servers))
+    run_on_a_mock_cluster(wait_for_buffered_records_on_cancel)
     collected([])
     assert producers[0]() is None
     assert loops[0]() is None
