@@ -196,6 +196,12 @@ class Producer(TableMethods, TransactionalMethods):
             # Set as an attribute, not through self.__dict__: reading __dict__ makes CPython keep the instance's
             # attributes in a dict of their own from then on, and every self.<attribute> read gets slower.
             object.__setattr__(self, "enqueue_nowait", appender.enqueue_plain)
+        if plain and type(self).enqueue is _GENERAL_ENQUEUE:
+            # The same for enqueue: the appender's enqueue_plain_async buffers the record at once when nothing needs
+            # waiting for (a compiled coroutine, with none of this class's checks left to make) and takes this
+            # class's method otherwise, bound here.
+            appender.general_enqueue_async = MethodType(_GENERAL_ENQUEUE, self)
+            object.__setattr__(self, "enqueue", appender.enqueue_plain_async)
 
     async def _first_metadata(self) -> None:
         """Wait (at most `max_block_ms`) for the sender's first Metadata attempt, which readiness rests on."""
@@ -748,6 +754,7 @@ class Producer(TableMethods, TransactionalMethods):
 
 # Producer.enqueue_nowait as this module defines it (see Producer._enter).
 _GENERAL_ENQUEUE_NOWAIT = Producer.enqueue_nowait
+_GENERAL_ENQUEUE = Producer.enqueue
 
 
 def _load_sink(cfg: ProducerConfig, partitioner: Partitioner) -> Any:

@@ -1,6 +1,6 @@
 """Types of the compiled twin of `aioproducer.append.appender` (see that module for the behaviour)."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aioproducer.append.appender import PreparedRecord
@@ -15,6 +15,7 @@ class Appender:
     unyielded_bytes: int
     plain: bool
     general_enqueue: Callable[..., Delivery] | None
+    general_enqueue_async: Callable[..., Awaitable[Delivery]] | None
     def __init__(
         self,
         *,
@@ -34,6 +35,16 @@ class Appender:
     def append_now(
         self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
     ) -> Delivery | PreparedRecord: ...
+    async def enqueue_plain_async(
+        self,
+        topic: str,
+        value: Any = ...,
+        *,
+        key: Any = ...,
+        headers: Sequence[tuple[str, bytes | None]] | None = ...,
+        partition: int | None = ...,
+        timestamp_ms: int | None = ...,
+    ) -> Delivery: ...
     def enqueue_plain(
         self,
         topic: str,

@@ -86,6 +86,7 @@ cdef class Appender:
     cdef public Py_ssize_t unyielded_bytes
     cdef public bint plain
     cdef public object general_enqueue
+    cdef public object general_enqueue_async
 
     def __init__(
         self,
@@ -141,6 +142,20 @@ cdef class Appender:
         if type(delivery) is PreparedRecord:
             raise WouldBlockError(must_wait_for(topic))
         return delivery
+
+    async def enqueue_plain_async(self, topic, value=None, *, key=None, headers=None, partition=None,
+                                  timestamp_ms=None):
+        """`Producer.enqueue` as a plain producer hands it out, a compiled coroutine (twin of
+        `aioproducer.append.appender.Appender.enqueue_plain_async`)."""
+        if self.plain and self.unyielded_bytes < YIELD_AFTER_BYTES:
+            delivery = self._append_now(topic, value, key, headers, partition, timestamp_ms, None)
+            if type(delivery) is not PreparedRecord:
+                return delivery
+        if self.general_enqueue_async is None:
+            raise RuntimeError("enqueue_plain_async belongs to a producer's appender")
+        return await self.general_enqueue_async(
+            topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
+        )
 
     cdef object _append_now(self, object topic, object value, object key, object headers, object partition,
                             object timestamp_ms, BulkDeliveries bulk):

@@ -10,7 +10,7 @@ then `place`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aioproducer.accelerated import compiled_twin
@@ -108,6 +108,7 @@ class Appender:
         "_value_serializer",
         "_wake_sender",
         "general_enqueue",
+        "general_enqueue_async",
         "plain",
         "unyielded_bytes",
     )
@@ -142,9 +143,11 @@ class Appender:
         self._wake_sender = wake_sender
         self._checked_topics: set[str] = set()
         self.unyielded_bytes = 0
-        # Set by the producer: whether it is plain now (see enqueue_plain), and its enqueue_nowait for when it is not.
+        # Set by the producer: whether it is plain now (see enqueue_plain), and its enqueue_nowait and enqueue for
+        # when it is not.
         self.plain = False
         self.general_enqueue: Callable[..., Delivery] | None = None
+        self.general_enqueue_async: Callable[..., Awaitable[Delivery]] | None = None
 
     def append_now(
         self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
@@ -189,6 +192,30 @@ class Appender:
         if type(delivery) is PreparedRecord:
             raise WouldBlockError(must_wait_for(topic))
         return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
+
+    async def enqueue_plain_async(
+        self,
+        topic: str,
+        value: Any = None,
+        *,
+        key: Any = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Delivery:
+        """`Producer.enqueue` as a plain producer hands it out: buffer the record at once when nothing needs waiting
+        for (what the producer's method does then, with none of its checks left to make: no record hooks,
+        serializer or transaction, the producer running), else take the producer's method, which waits (for
+        metadata, memory, or to let the loop run) or refuses the record."""
+        if self.plain and self.unyielded_bytes < YIELD_AFTER_BYTES:
+            delivery = self.append_now(topic, value, key, headers, partition, timestamp_ms)
+            if type(delivery) is not PreparedRecord:
+                return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
+        if self.general_enqueue_async is None:
+            raise RuntimeError("enqueue_plain_async belongs to a producer's appender")
+        return await self.general_enqueue_async(
+            topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
+        )
 
     def append_many(
         self, records: Sequence[Any], start: int, now_wall_ms: int, bulk: BulkDeliveries, yield_after_bytes: int
