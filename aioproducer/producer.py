@@ -176,7 +176,7 @@ class Producer(TableMethods, TransactionalMethods):
             await self.init_transactions()  # timed as Java's txn-init-time-ns-total
 
     def _enter(self, state: str) -> None:
-        """The producer's state changes: and with it whether enqueue_nowait may take its fast path."""
+        """The producer's state changes: and with it whether enqueue_nowait and enqueue may take their fast paths."""
         self._state = state
         plain = (
             state == _RUNNING and self._record_serializer is None and self._record_hooks is None and self._txn is None

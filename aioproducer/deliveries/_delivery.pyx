@@ -269,12 +269,16 @@ cdef inline void _track(object delivery) noexcept:
         PyObject_GC_Track(delivery)
 
 
-def track_again(list deliveries):
-    """Twin of `aioproducer.deliveries.delivery.track_again`: the waiting handles among `deliveries` are tracked by
-    the cyclic collector again (nothing may run their callbacks any more)."""
+cdef void _track_all(list deliveries) noexcept:
     for delivery in deliveries:
         if type(delivery) is Delivery:
             _track(delivery)
+
+
+def track_again(list deliveries):
+    """Twin of `aioproducer.deliveries.delivery.track_again`: the waiting handles among `deliveries` are tracked by
+    the cyclic collector again (nothing may run their callbacks any more)."""
+    _track_all(deliveries)
 
 
 @cython.final
@@ -294,9 +298,7 @@ cdef class _SettledCallbacks:
 
     def __dealloc__(self):
         if self.deliveries is not None:
-            for delivery in self.deliveries:
-                if type(delivery) is Delivery:
-                    _track(delivery)
+            _track_all(self.deliveries)
 
 
 def schedule_callbacks(loop, list deliveries):
