@@ -15,6 +15,7 @@ from aioproducer.protocol.api import ApiKey
 from aioproducer.protocol.codec import Codec, Writer, codec_for
 from aioproducer.protocol.messages import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES
 from aioproducer.protocol.primitives import INT32, Reader
+from aioproducer.protocol.produce_answers import read_produce_response
 from aioproducer.protocol.schema import Message
 
 __all__ = [
@@ -124,6 +125,11 @@ def decode_response(
     complete body are ignored, as Java's AbstractResponse.parseResponse does (librdkafka's mock cluster
     appends a stray byte to flexible Metadata responses), unless `strict`.
     """
+    if api_key == ApiKey.PRODUCE and not strict:
+        # The answer to every Produce request: its usual shape has a reader of its own (see produce_answers).
+        answer = read_produce_response(api_version, payload)
+        if answer is not None:
+            return answer
     codec = _message(RESPONSES, api_key, api_version)
     reader = Reader(payload)
     if _response_header_version(api_key, codec) == 1:
