@@ -123,7 +123,12 @@ class Sender(Answers):
             if self._idem.needs_producer_id and self.transaction is None:
                 self._ensure_producer_id(now)
             sent, wait = self._send_ready(now)
-            if now >= self._next_expiry_ms or not sent:
+            auth_error, self._cluster.auth_error = self._cluster.auth_error, None
+            if auth_error is not None:
+                self.fail_queued(auth_error)
+            # _next_expiry_ms never lies past the next batch's delivery timeout (batches created later expire later;
+            # a retried batch was counted while it was on the wire), so passes before it have nothing to expire.
+            if now >= self._next_expiry_ms:
                 self._expire(now)
             # After sending: a partition without a known leader has just asked for metadata (Java's NetworkClient
             # polls its metadata updater after the sender's requests, so the request goes out in the same round).
@@ -399,9 +404,6 @@ class Sender(Answers):
 
     # -- expiry -------------------------------------------------------------------------------------------------
     def _expire(self, now: int) -> None:
-        auth_error, self._cluster.auth_error = self._cluster.auth_error, None
-        if auth_error is not None:
-            self.fail_queued(auth_error)
         timeout = self._config.delivery_timeout_ms
         for batch in self._acc.expired(now, timeout):
             last_error = batch.last_error or self._cluster.last_error
