@@ -115,6 +115,51 @@ def test_retry_goes_back_ahead_of_newer_batches_in_sequence_order() -> None:
     assert acc.drain([TP], 10**6, idem)[0] is b0
 
 
+def test_without_a_sequence_retries_go_back_oldest_first_and_expire_on_time() -> None:
+    """A non-idempotent producer's batch once expired up to the gap between two batches after its delivery timeout:
+    retries went to the very front of the queue, so two batches failing in the order they were sent came back
+    younger first, and expiry (which reads queue heads) held the older one until the younger one's deadline."""
+    acc = make(batch_size=60, linger_ms=0)
+    append(acc, b"q" * 50, 0)
+    append(acc, b"q" * 50, 1_000)  # a second batch, created a second later
+    append(acc, b"q" * 50, 2_000)  # never sent
+    idem = IdempotenceState(False)
+    older = acc.drain([TP], 10**6, idem)[0]
+    younger = acc.drain([TP], 10**6, idem)[0]
+    acc.reenqueue(older, retry_at_ms=9_000)  # answers come in send order
+    acc.reenqueue(younger, retry_at_ms=9_000)
+    assert list(acc.queues[TP])[:2] == [older, younger]
+    assert acc.next_expiry_ms(3_000) == 3_000
+    assert acc.expired(3_000, 3_000) == [older]
+    # Answers in reverse order end the same way.
+    acc = make(batch_size=60, linger_ms=0)
+    append(acc, b"q" * 50, 0)
+    append(acc, b"q" * 50, 1_000)
+    older, younger = acc.drain([TP], 10**6, idem)[0], acc.drain([TP], 10**6, idem)[0]
+    acc.reenqueue(younger, retry_at_ms=9_000)
+    acc.reenqueue(older, retry_at_ms=9_000)
+    assert list(acc.queues[TP]) == [older, younger]
+
+
+def test_a_split_batch_without_a_sequence_keeps_its_parts_in_order_ahead_of_newer_batches() -> None:
+    acc = make(batch_size=10_000, linger_ms=0)
+    for value in (b"a", b"b", b"c", b"d"):
+        append(acc, value * 10, 0)
+    idem = IdempotenceState(False)
+    batch = acc.drain([TP], 10**6, idem)[0]
+    append(acc, b"newer", 5)
+    batch.attempts = 1  # it was retried before the broker refused it as too large
+    parts = acc.split(batch, idem)
+    queued = list(acc.queues[TP])
+    assert queued[:2] == parts and queued[2].created_ms == 5
+    assert [r.value for part in parts for b in read_batches(part.close().encode()) for r in b.records] == [
+        b"a" * 10,
+        b"b" * 10,
+        b"c" * 10,
+        b"d" * 10,
+    ]
+
+
 def test_release_returns_memory_and_runs_callbacks() -> None:
     acc = make(buffer_memory=100)
     append(acc, b"a" * 40, 0)

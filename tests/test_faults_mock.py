@@ -378,6 +378,41 @@ def consumed(partition: int, key: bytes | None, value: bytes) -> ConsumedRecord:
     return ConsumedRecord("t", partition, 0, key, value, (), 0, 0)
 
 
+async def test_without_idempotence_an_older_retried_batch_fails_at_its_own_delivery_timeout() -> None:
+    """A non-idempotent producer's batch once failed a whole second after its delivery timeout: two batches of one
+    partition in flight both failed with a retriable error and came back younger first, and expiry, which reads the
+    queue's head, held the older one until the younger one's deadline."""
+    timeout_ms, gap_s = 3000, 1.0
+    with MockCluster(1) as cluster:
+        cluster.create_topic("order", 1)
+        settings = {
+            "enable_idempotence": False,
+            "acks": 1,
+            "linger_ms": 0,
+            "max_in_flight_requests_per_connection": 5,
+            "request_timeout_ms": 2000,
+            "delivery_timeout_ms": timeout_ms,
+            "retry_backoff_ms": 10_000,
+            "retry_backoff_max_ms": 10_000,
+        }
+        async with Producer(cluster.bootstrap_servers, **settings) as producer:
+            await producer.send("order", b"warm-up")
+            cluster.push_broker_request_errors(1, PRODUCE, [(NOT_ENOUGH_REPLICAS, 1500), (NOT_ENOUGH_REPLICAS, 1500)])
+            loop = asyncio.get_running_loop()
+
+            async def late_by_ms(value: bytes) -> float:
+                sent = loop.time()
+                with pytest.raises(DeliveryTimeoutError):
+                    await producer.send("order", value)
+                return (loop.time() - sent) * 1000 - timeout_ms
+
+            older = asyncio.ensure_future(late_by_ms(b"older"))
+            await asyncio.sleep(gap_s)
+            younger = asyncio.ensure_future(late_by_ms(b"younger"))
+            late = [await older, await younger]
+    assert max(late) < gap_s * 1000 / 2, late
+
+
 def test_the_judge_notices_every_kind_of_failure() -> None:
     sent = workload("j", 6, keys=2, topic="t")  # key-0: j-0, j-2, j-4; key-1: j-1, j-3, j-5
     good = [consumed(0, r.key, r.value) for r in sent]

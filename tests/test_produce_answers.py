@@ -110,6 +110,7 @@ def test_every_answer_decodes_as_the_generic_codec_decodes_it(
     expected = generic(version, data)
     assert decode_response(ApiKey.PRODUCE, version, data) == expected
     assert decode_response(ApiKey.PRODUCE, version, memoryview(data)) == expected
+    assert decode_response(ApiKey.PRODUCE, version, memoryview(data).cast("b")) == expected  # signed bytes too
     mine = read_produce_response(version, data)
     assert mine is None or mine == expected
 

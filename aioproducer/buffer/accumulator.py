@@ -326,7 +326,8 @@ class RecordAccumulator:
 
     def reenqueue(self, batch: ProducerBatch, retry_at_ms: int) -> None:
         """Put a batch back for a retry, ahead of newer batches and in sequence order (Java's insertInSequenceOrder;
-        a partition's stamped batches all belong to one sequence stream, idempotence.R3)."""
+        a partition's stamped batches all belong to one sequence stream, idempotence.R3); without a sequence, behind
+        the older retries (see _insert_in_sequence_order)."""
         self._landed(batch)
         self._muted.discard(batch.tp)
         batch.attempts += 1
@@ -341,6 +342,16 @@ class RecordAccumulator:
                 position < len(queue)
                 and queue[position].base_sequence != NO_SEQUENCE
                 and queue[position].base_sequence < batch.base_sequence
+            ):
+                position += 1
+        else:
+            # Without a sequence (idempotence off), among the retries at the front, oldest first. Java's reenqueue
+            # puts each at the very front, so batches failing in the order they were sent come back younger first:
+            # their retries go out reversed, and expiry, which reads queue heads (as Java's expiredBatches does, and
+            # the sender's next expiry time), would hold the older batch until the younger one's delivery timeout.
+            # Strictly older only: a split batch's parts share its creation time and go in one by one, last first.
+            while (
+                position < len(queue) and queue[position].attempts > 0 and queue[position].created_ms < batch.created_ms
             ):
                 position += 1
         queue.insert(position, batch)

@@ -26,7 +26,8 @@ def read_produce_response(version: int, payload: bytes | memoryview) -> dict[str
     is not in the shape this reader covers, or is malformed: the generic codec then decodes it (or raises)."""
     if version not in FAST_VERSIONS:
         return None
-    data = payload
+    # Indexed byte by byte: a memoryview must read unsigned bytes, as the generic codec's Reader casts it to.
+    data = payload if type(payload) is bytes else memoryview(payload).cast("B")
     unpack_partition = _PARTITION.unpack_from
     try:
         if data[0] != 0:  # the response header's tagged fields
