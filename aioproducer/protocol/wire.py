@@ -16,6 +16,7 @@ from aioproducer.protocol.codec import Codec, Writer, codec_for
 from aioproducer.protocol.messages import REQUEST_HEADER, REQUESTS, RESPONSE_HEADER, RESPONSES
 from aioproducer.protocol.primitives import INT32, Reader
 from aioproducer.protocol.produce_answers import read_produce_response
+from aioproducer.protocol.produce_requests import frame_produce_request
 from aioproducer.protocol.schema import Message
 
 __all__ = [
@@ -80,6 +81,11 @@ def encode_request(
     SUPPORTED_VERSIONS, ProtocolError for a body that cannot be encoded (wrong type, out of range, null where
     the version forbids it).
     """
+    if api_key == ApiKey.PRODUCE:
+        # Every record batch goes out in one: its usual shape has a framer of its own (see produce_requests).
+        frame = frame_produce_request(api_version, correlation_id, client_id, body)
+        if frame is not None:
+            return frame
     codec = _message(REQUESTS, api_key, api_version)
     header = codec_for(REQUEST_HEADER, 2 if codec.flexible else 1)
     w = Writer()
