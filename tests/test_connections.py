@@ -5,6 +5,7 @@ tested without I/O; the producer is then watched from the other end of its socke
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import ssl
 import time
@@ -17,11 +18,12 @@ import trustme
 
 from aioproducer import Producer
 from aioproducer.config import ProducerConfig
-from aioproducer.errors import ConnectionFailedError
+from aioproducer.errors import ConnectionFailedError, ResponseTimeoutError
 from aioproducer.network import connection as connection_module
 from aioproducer.network.cluster import Cluster
 from aioproducer.network.metadata import BrokerInfo, ClusterMetadata
 from aioproducer.network.node_states import ExponentialBackoff, NodeLatency, NodeStates, idle_expiry
+from aioproducer.protocol import ApiKey
 from aioproducer.testing import MockCluster
 
 
@@ -263,3 +265,87 @@ async def test_closing_a_tls_connection_leaves_no_socket_open_when_the_broker_ne
         writer.transport.abort()
     server.close()
     await server.wait_closed()
+
+
+# -- request deadlines: one timer per connection ------------------------------------------------------------------
+class _AnsweringBroker:
+    """Reads request frames and answers each one whose number (0, 1, ...) `answer_after_s` gives a delay for; the
+    others are never answered."""
+
+    def __init__(self, answer_after_s: Any) -> None:
+        self.answer_after_s = answer_after_s
+        self.server: asyncio.Server | None = None
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writers.append(writer)
+        number = 0
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                frame = await reader.readexactly(size)
+                delay = self.answer_after_s(number)
+                number += 1
+                if delay is not None:
+                    answer = frame[4:8] + b"\x00"  # the correlation id, then a byte the test's decoder ignores
+                    loop = asyncio.get_running_loop()
+                    loop.call_later(delay, writer.write, len(answer).to_bytes(4, "big") + answer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    @asynccontextmanager
+    async def connection(self, request_timeout_ms: int) -> AsyncIterator[connection_module.BrokerConnection]:
+        self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        conn = connection_module.BrokerConnection(
+            1, "127.0.0.1", port, client_id="t", request_timeout_ms=request_timeout_ms
+        )
+        await asyncio.get_running_loop().create_connection(lambda: conn, "127.0.0.1", port)
+        try:
+            yield conn
+        finally:
+            conn.close()
+            self.server.close()
+            for writer in self.writers:  # before Python 3.12 the server leaves its connections open
+                writer.close()
+                with contextlib.suppress(ConnectionError):
+                    await writer.wait_closed()
+            await self.server.wait_closed()
+
+
+def _request(conn: connection_module.BrokerConnection) -> asyncio.Future[dict[str, Any]]:
+    body = {"client_software_name": "t", "client_software_version": "1"}
+    return conn.send(ApiKey.API_VERSIONS, body, version=3, decoder=lambda payload: {"answered": True})
+
+
+@pytest.mark.parametrize("gap_s", [0.2, 0.5])
+async def test_a_request_times_out_at_its_own_deadline_after_an_answered_one(gap_s: float) -> None:
+    """The connection keeps one timer, armed at the oldest waiting request's deadline. Two ways it could go wrong:
+    firing at an answered request's deadline and failing a later request early (gap 0.2 s: the timer is still armed
+    for the first request when the second is sent), or never firing for a request sent after the timer found nothing
+    left to wait for (gap 0.5 s). Either way the unanswered request must fail at its own deadline, 0.3 s after it."""
+    broker = _AnsweringBroker(lambda number: 0.0 if number == 0 else None)
+    loop = asyncio.get_running_loop()
+    async with broker.connection(request_timeout_ms=300) as conn:
+        assert await asyncio.wait_for(_request(conn), 5) == {"answered": True}
+        await asyncio.sleep(gap_s)
+        sent = loop.time()
+        with pytest.raises(ResponseTimeoutError):
+            await asyncio.wait_for(_request(conn), 5)
+        waited = loop.time() - sent
+    assert 0.29 <= waited < 2.0, f"the unanswered request failed {waited:.3f} s after it was sent, not at 0.3 s"
+
+
+async def test_requests_answered_within_the_timeout_never_time_out_however_long_the_connection_is_busy() -> None:
+    """Requests overlap (one every 50 ms, each answered 100 ms later) for four times the request timeout: there is
+    always a request waiting when the timer fires, yet none has waited its 300 ms, so none may fail and the
+    connection must stay open."""
+    broker = _AnsweringBroker(lambda number: 0.1)
+    async with broker.connection(request_timeout_ms=300) as conn:
+        futures = []
+        for _ in range(24):
+            futures.append(_request(conn))
+            await asyncio.sleep(0.05)
+        results = await asyncio.wait_for(asyncio.gather(*futures), 5)
+        assert results == [{"answered": True}] * 24
+        assert not conn.closed

@@ -60,12 +60,12 @@ Decoder = Callable[[bytes], dict[str, Any]]
 
 
 class _Pending:
-    __slots__ = ("decoder", "future", "timer")
+    __slots__ = ("deadline", "decoder", "future")
 
-    def __init__(self, future: asyncio.Future[dict[str, Any]], decoder: Decoder, timer: asyncio.TimerHandle) -> None:
+    def __init__(self, future: asyncio.Future[dict[str, Any]], decoder: Decoder, deadline: float) -> None:
         self.future = future
         self.decoder = decoder
-        self.timer = timer
+        self.deadline = deadline  # event-loop time by which its answer must have come (request_timeout_ms)
 
 
 class BrokerConnection(asyncio.Protocol):
@@ -99,6 +99,9 @@ class BrokerConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder()
         self._pending: dict[int, _Pending] = {}
+        # One timer for every request's deadline, armed at the oldest one's (see _check_deadlines); a timer per
+        # request cost 2-3 µs of the loop's time each (arming, cancelling, and the cancelled handle's removal).
+        self._deadline_timer: asyncio.TimerHandle | None = None
         self._next_correlation_id = 0
         self._closed_error: TransportError | None = None
         self._write_paused = False
@@ -195,7 +198,6 @@ class BrokerConnection(asyncio.Protocol):
                 return
             self._written.popleft()
             pending = self._pending.pop(correlation_id)
-            pending.timer.cancel()
             if pending.future.done():
                 continue
             try:
@@ -291,8 +293,12 @@ class BrokerConnection(asyncio.Protocol):
         frame = encode_request(api_key, api_version, correlation_id, self.client_id, body)
         future: asyncio.Future[Any] = self._loop.create_future()
         if expect_response:
-            timer = self._loop.call_later(self.request_timeout_s, self._on_timeout, correlation_id)
-            self._pending[correlation_id] = _Pending(future, decoder or _response_decoder(api_key, api_version), timer)
+            deadline = self._loop.time() + self.request_timeout_s
+            self._pending[correlation_id] = _Pending(
+                future, decoder or _response_decoder(api_key, api_version), deadline
+            )
+            if self._deadline_timer is None:
+                self._deadline_timer = self._loop.call_at(deadline, self._check_deadlines)
         else:
             self._unflushed.append(future)
         if self._held is not None and api_key not in _SASL_APIS:
@@ -380,13 +386,22 @@ class BrokerConnection(asyncio.Protocol):
         return min(_LINGER_S, max(0.0, deadline - self._loop.time()))
 
     # -- internals ----------------------------------------------------------------------------------------------
-    def _on_timeout(self, correlation_id: int) -> None:
-        if correlation_id in self._pending:
+    def _check_deadlines(self) -> None:
+        """The deadline timer fired: if the oldest request still waiting is past its deadline, the connection is
+        dead (Java's NetworkClient.handleTimedOutRequests); if not, wait for that request's deadline. Requests
+        share one timeout and are kept in the order sent, so the first one waiting has the earliest deadline."""
+        self._deadline_timer = None
+        oldest = next(iter(self._pending.values()), None)
+        if oldest is None:
+            return  # every request was answered: the next one sent arms the timer again
+        if self._loop.time() >= oldest.deadline:
             self._abort(
                 ResponseTimeoutError(
                     f"no response from broker {self.host}:{self.port} within {self.request_timeout_s * 1000:.0f} ms"
                 )
             )
+        else:
+            self._deadline_timer = self._loop.call_at(oldest.deadline, self._check_deadlines)
 
     def _abort(self, error: TransportError) -> None:
         self._stop_reauthentication()
@@ -403,8 +418,10 @@ class BrokerConnection(asyncio.Protocol):
                 waiter.set_exception(error)
                 waiter.exception()  # seen: the sender reads it from its callback
         pending, self._pending = self._pending, {}
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
         for entry in pending.values():
-            entry.timer.cancel()
             if not entry.future.done():
                 entry.future.set_exception(error)
                 # Callers may have stopped waiting (e.g. on close): mark it seen so asyncio does not log it.
