@@ -333,7 +333,24 @@ async def test_a_request_times_out_at_its_own_deadline_after_an_answered_one(gap
         with pytest.raises(ResponseTimeoutError):
             await asyncio.wait_for(_request(conn), 5)
         waited = loop.time() - sent
-    assert 0.29 <= waited < 2.0, f"the unanswered request failed {waited:.3f} s after it was sent, not at 0.3 s"
+    assert 0.29 <= waited < 1.2, f"the unanswered request failed {waited:.3f} s after it was sent, not at 0.3 s"
+
+
+async def test_the_oldest_of_several_unanswered_requests_fails_the_connection_at_its_deadline() -> None:
+    """Two requests wait unanswered, sent 0.6 s apart with a 1 s timeout: the connection fails at the first one's
+    deadline, not at the second's (a timer armed at the newest request, or re-armed past the oldest, would)."""
+    broker = _AnsweringBroker(lambda number: None)
+    loop = asyncio.get_running_loop()
+    async with broker.connection(request_timeout_ms=1000) as conn:
+        sent = loop.time()
+        first = _request(conn)
+        await asyncio.sleep(0.6)
+        second = _request(conn)
+        for request in (first, second):
+            with pytest.raises(ResponseTimeoutError):
+                await asyncio.wait_for(request, 5)
+        waited = loop.time() - sent
+    assert 0.99 <= waited < 1.5, f"the connection failed {waited:.3f} s after its oldest request, not at 1 s"
 
 
 async def test_requests_answered_within_the_timeout_never_time_out_however_long_the_connection_is_busy() -> None:

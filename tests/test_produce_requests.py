@@ -24,12 +24,15 @@ INT16 = st.integers(-(2**15), 2**15 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)
 # Names under 127 bytes take a one-byte length; longer ones two; over 32767 bytes of UTF-8 no Kafka string holds.
 TEXT = st.one_of(st.text(max_size=12), st.text(min_size=120, max_size=140), st.just("é" * 64))
-# Record sets around every length the framer treats apart: one-byte varints, the by-reference threshold, two bytes.
-RECORD_SIZES = st.sampled_from([0, 1, 125, 126, 127, 128, 510, 511, 512, 513, 16382, 16383, 16384])
+# Record sets around every length the framer treats apart: one-, two- and three-byte varints (a length + 1 of 0x80 and
+# 0x4000: 16383 bytes is the default batch size's neighbour), and the by-reference threshold.
+RECORD_SIZES = st.sampled_from([0, 1, 125, 126, 127, 128, 510, 511, 512, 513, 16382, 16383, 16384, 40000])
+_PATTERN = bytes(range(256)) * 160
 
 
 def records() -> st.SearchStrategy[Any]:
-    as_bytes = RECORD_SIZES.flatmap(lambda size: st.binary(min_size=size, max_size=size))
+    # Large sizes are sliced from a pattern: drawn byte by byte they overran hypothesis's buffer and were never tried.
+    as_bytes = st.one_of(RECORD_SIZES.map(lambda size: _PATTERN[:size]), st.binary(max_size=40))
     # Other types the generic codec takes (or refuses) go to it: null, a bytearray, a memoryview, text.
     others = st.one_of(
         st.none(),
@@ -42,14 +45,9 @@ def records() -> st.SearchStrategy[Any]:
 
 def bodies() -> st.SearchStrategy[dict[str, Any]]:
     partition = st.fixed_dictionaries({"index": INT32, "records": records()})
-    topic = st.fixed_dictionaries(
-        {
-            "name": TEXT,
-            "partition_data": st.one_of(
-                st.lists(partition, max_size=6), st.lists(partition, min_size=127, max_size=128)
-            ),
-        }
-    )
+    # 127 partitions and more take a two-byte count; built, not drawn, for the same reason as large record sets.
+    many = st.integers(126, 129).map(lambda count: [{"index": i, "records": b"r" * (i % 3)} for i in range(count)])
+    topic = st.fixed_dictionaries({"name": TEXT, "partition_data": st.one_of(st.lists(partition, max_size=6), many)})
     return st.fixed_dictionaries(
         {
             "transactional_id": st.one_of(st.none(), TEXT),
@@ -227,3 +225,81 @@ def test_the_layout_framed_here_is_the_schemas(version: int) -> None:
     ]
     assert _layout(REQUESTS[ApiKey.PRODUCE].fields, version) == expected
     assert version in REQUESTS[ApiKey.PRODUCE].flexible
+
+
+@pytest.mark.parametrize("size", [16382, 16383, 16384, 16385])
+def test_record_sets_around_the_two_byte_length_are_framed_as_the_generic_codec_frames_them(size: int) -> None:
+    """A length + 1 of 0x4000 and more takes a three-byte varint; 16384 is the default batch size."""
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 30_000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 1, "records": _PATTERN[:size]}]}],
+    }
+    frame = frame_produce_request(12, 3, "c", body)
+    assert frame is not None and frame == generic(12, 3, "c", body)
+
+
+@pytest.mark.parametrize("length", [32766, 32767, 32768])
+@pytest.mark.parametrize("where", ["client_id", "transactional_id", "name"])
+def test_strings_around_kafkas_longest_are_framed_or_refused_as_by_the_generic_codec(where: str, length: int) -> None:
+    """Kafka strings hold at most 32767 bytes of UTF-8: the longest is framed, one byte more is the generic codec's
+    ProtocolError (the request header's client id is one too)."""
+    text = "x" * length
+    body: dict[str, Any] = {
+        "transactional_id": text if where == "transactional_id" else None,
+        "acks": -1,
+        "timeout_ms": 1,
+        "topic_data": [{"name": text if where == "name" else "t", "partition_data": [{"index": 0, "records": b"r"}]}],
+    }
+    client_id = text if where == "client_id" else "c"
+    frame = frame_produce_request(10, 1, client_id, body)
+    if length <= 32767:
+        assert frame is not None and frame == generic(10, 1, client_id, body)
+    else:
+        assert frame is None
+        with pytest.raises(ProtocolError):
+            encode_request(ApiKey.PRODUCE, 10, 1, client_id, body)
+
+
+class _RowLike:
+    """Indexable by name like a mapping, without `.get`: a sqlite3.Row, say."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields = fields
+
+    def __getitem__(self, name: str) -> Any:
+        return self.fields[name]
+
+
+@pytest.mark.parametrize(
+    "level",
+    ["body", "topic", "partition"],
+)
+@pytest.mark.parametrize("kind", ["defaultdict", "row-like", "mapping"])
+def test_mappings_other_than_plain_dicts_go_to_the_generic_codec_untouched(level: str, kind: str) -> None:
+    """Bug: the framer indexed the body where the generic codec calls `.get`, so a defaultdict missing a key was
+    framed with the default's value (an empty record set for a null one) and had the key inserted, and an object
+    indexable without `.get` was framed where the generic codec refuses it. Anything but a plain dict is now the
+    generic codec's, and the body is left as it was."""
+    import collections
+    import types
+
+    def make(fields: dict[str, Any], at: str) -> Any:
+        if at != level:
+            return fields
+        if kind == "defaultdict":
+            missing = {"body": "transactional_id", "topic": "name", "partition": "records"}[at]
+            fields.pop(missing)
+            return collections.defaultdict(bytes if at == "partition" else str, fields)
+        if kind == "row-like":
+            return _RowLike(**fields)
+        return types.MappingProxyType(fields)
+
+    partition = make({"index": 0, "records": b"r" * 600}, "partition")
+    topic = make({"name": "orders", "partition_data": [partition]}, "topic")
+    body = make({"transactional_id": None, "acks": -1, "timeout_ms": 1, "topic_data": [topic]}, "body")
+    before = repr(body)
+    assert frame_produce_request(12, 1, "c", body) is None
+    assert repr(body) == before
+    assert_framed_as_the_generic_codec(12, 1, "c", body)

@@ -55,7 +55,11 @@ def frame_produce_request(
 
 
 def _frame(api_version: int, correlation_id: int, client_id: str | None, body: Mapping[str, Any]) -> bytes | None:
-    # Exact types only: the generic codec's coercions (a bool as an int, a bytearray's copy) stay its own.
+    # Exact types only: the generic codec's coercions (a bool as an int, a bytearray's copy) stay its own, and so do
+    # mappings other than plain dicts, which it reads with `.get` (a defaultdict's missing key is its default there,
+    # where indexing would create one).
+    if type(body) is not dict:
+        return None
     acks, timeout_ms, topic_data = body["acks"], body["timeout_ms"], body["topic_data"]
     if type(acks) is not int or type(timeout_ms) is not int or type(topic_data) is not list:
         return None
@@ -88,6 +92,8 @@ def _frame(api_version: int, correlation_id: int, client_id: str | None, body: M
     parts: list[bytes | bytearray] = [head]
     buf = head
     for topic in topic_data:
+        if type(topic) is not dict:
+            return None
         name, partition_data = topic["name"], topic["partition_data"]
         if type(name) is not str or type(partition_data) is not list:
             return None
@@ -98,6 +104,8 @@ def _frame(api_version: int, correlation_id: int, client_id: str | None, body: M
         buf += raw
         _put_uvarint(buf, len(partition_data) + 1)
         for partition in partition_data:
+            if type(partition) is not dict:
+                return None
             index, records = partition["index"], partition["records"]
             if type(index) is not int or type(records) is not bytes:
                 return None
