@@ -573,11 +573,10 @@ class Producer(TableMethods, TransactionalMethods):
                 # Let the sender and other tasks run during a long call (keeps event-loop lag low).
                 appender.unyielded_bytes = 0
                 await asyncio.sleep(0)
-        # Nothing more is coming from this call: its last batches go out now rather than after linger_ms, as flush
-        # sends everything buffered.
-        with self._sending_at_once():
-            for outcome in bulk.outcomes():
-                await outcome.wait()
+        # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
+        self._send_buffered_now()
+        for outcome in bulk.outcomes():
+            await outcome.wait()
         results: list[RecordMetadata | BaseException] = bulk.results(resolve)
         return RecordSerializer.merge(results, refused) if refused else results
 
@@ -660,6 +659,14 @@ class Producer(TableMethods, TransactionalMethods):
                 await asyncio.wait_for(done, timeout)
             except asyncio.TimeoutError:
                 raise KafkaTimeoutError(f"records not delivered within {timeout} s") from None
+
+    def _send_buffered_now(self) -> None:
+        """A caller is done buffering and waits for its records: the batches holding its last ones go out now, not
+        after linger_ms; batches begun later linger as usual (see RecordAccumulator.expedite). A flush instead
+        (`_sending_at_once`) made every batch ready while such a caller waited: under a pipeline of calls (Spark's
+        tasks keep several `send_table` calls going) linger_ms never applied and batches went out in fragments."""
+        self._accumulator.expedite()
+        self._wake()
 
     @contextlib.contextmanager
     def _sending_at_once(self) -> Iterator[None]:

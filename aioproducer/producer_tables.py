@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -83,7 +82,7 @@ class TableHost(Protocol):
         self, records: Iterable[ProducerRecord], appender: Appender | None = None
     ) -> list[RecordMetadata | BaseException]: ...
 
-    def _sending_at_once(self) -> AbstractContextManager[None]: ...
+    def _send_buffered_now(self) -> None: ...
 
     async def _wait_for_topic(self, topic: str, partition: int | None) -> TopicInfo: ...
 
@@ -208,8 +207,8 @@ async def _buffer_table(
 
 async def _table_report(producer: TableHost, deliveries: TableDeliveries, rows: int) -> TableReport:
     # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
-    with producer._sending_at_once():
-        await deliveries.settled()
+    producer._send_buffered_now()
+    await deliveries.settled()
     return deliveries.report(rows)
 
 

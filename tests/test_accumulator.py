@@ -338,3 +338,25 @@ def test_load_of_a_long_queue_reads_only_its_oldest_batches() -> None:
     assert _queued_bytes(deque()) == 0
     long = deque([_Queued(1000) for _ in range(_LOAD_SAMPLE_BATCHES)] + [_Queued(0, readable=False)] * 392)
     assert _queued_bytes(long) == 1000 * 400  # type: ignore[arg-type]
+
+
+def test_expedite_makes_each_partitions_newest_batch_ready_and_leaves_later_batches_lingering() -> None:
+    """A caller done buffering (send_many, send_table) has its last batches sent at once; records buffered after
+    it, by another caller, start batches that linger as usual (a flush would make them ready too)."""
+    acc = make(batch_size=300, linger_ms=10_000)
+    append(acc, b"y" * 150, 0)
+    append(acc, b"y" * 150, 0)  # does not fit: t-0 now holds two batches, the newest with room
+    append(acc, b"z", 0, tp=("t", 1))
+    assert len(acc.queues[TP]) == 2
+    assert acc.ready(1, lambda tp: 1).ready == {1: [TP]}  # the head, which has a batch behind it
+    acc.expedite()
+    assert sorted(acc.ready(1, lambda tp: 1).ready[1]) == [TP, ("t", 1)]
+    idem = IdempotenceState(False)
+    assert len(acc.drain([TP, ("t", 1)], 1_000_000, idem)) == 2
+    acc.unmute(TP)
+    acc.unmute(("t", 1))
+    # t-0's newest batch, expedited, is ready at once; t-1's next batch, begun afterwards, waits its linger_ms.
+    append(acc, b"later", 1, tp=("t", 1))
+    check = acc.ready(2, lambda tp: 1)
+    assert check.ready == {1: [TP]}
+    assert check.next_check_ms is not None and check.next_check_ms > 9_000

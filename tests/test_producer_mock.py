@@ -125,3 +125,41 @@ async def test_the_sender_wakes_for_a_lingering_batch_at_its_due_time_not_a_whol
         due_s = (batch.created_ms + linger_ms) / 1000
         assert any(abs(when - (due_s + 0.0001)) < 1e-9 for when in timers), (due_s, timers)
         assert (await delivery).offset == 1
+
+
+@pytest.mark.parametrize("call", ["send_many", "send_table"])
+async def test_a_call_waiting_for_its_records_leaves_other_records_to_linger(
+    mock_cluster: MockCluster, call: str
+) -> None:
+    """Bug: while a send_many or send_table call waited for its records, every batch of every caller was ready at
+    once (the call flushed), so under a pipeline of such calls (Spark's tasks keep several send_table calls going)
+    linger_ms never applied and batches went out in fragments. The call's own last batches still go out at once;
+    a record buffered meanwhile, to another partition, must wait its linger_ms."""
+    import pyarrow as pa
+
+    mock_cluster.create_topic("pipeline", 2)
+    for partition in (0, 1):
+        mock_cluster.set_partition_leader("pipeline", partition, 1)
+    linger_ms = 1500
+    async with Producer(mock_cluster.bootstrap_servers, linger_ms=linger_ms, batch_size=1 << 20) as producer:
+        await producer.send("pipeline", b"warm-up", partition=0)
+        mock_cluster.set_broker_rtt(1, 400)  # the call waits about 400 ms for its answer
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        if call == "send_many":
+            waiting = asyncio.ensure_future(producer.send_many([ProducerRecord("pipeline", b"a", partition=0)]))
+        else:
+            table = pa.table({"value": [b"a"], "partition": pa.array([0], pa.int32())})
+            waiting = asyncio.ensure_future(
+                producer.send_table(table, topic="pipeline", value="value", partition="partition")
+            )
+        await asyncio.sleep(0.1)  # the call is waiting for its answer now
+        assert not waiting.done()
+        other = producer.enqueue_nowait("pipeline", b"b", partition=1)
+        buffered = loop.time()
+        await waiting
+        assert loop.time() - started < linger_ms / 1000 * 0.8, "the call's own batch waited for linger_ms"
+        await asyncio.sleep(0.3)
+        assert not other.done(), "a record buffered while another call waited went out before its linger_ms"
+        await other
+        assert loop.time() - buffered >= linger_ms / 1000

@@ -20,6 +20,7 @@ cdef class ProducerBatch:
     cdef public Py_ssize_t leader_epoch
     cdef public Py_ssize_t reserved_bytes
     cdef public bint full
+    cdef public bint expedited
     cdef public bint sealed
     cdef public bint compressing
     cdef public bint in_flight

@@ -23,6 +23,7 @@ class ProducerBatch:
     leader_epoch: int
     reserved_bytes: int
     full: bool
+    expedited: bool
     sealed: bool
     compressing: bool
     in_flight: bool

@@ -26,6 +26,7 @@ cdef class ProducerBatch:
         self.leader_epoch = -1
         self.reserved_bytes = 0
         self.full = False
+        self.expedited = False
         self.sealed = False
         self.compressing = False
         self.in_flight = False

@@ -120,6 +120,15 @@ class RecordAccumulator:
     def end_flush(self) -> None:
         self._flushing -= 1
 
+    def expedite(self) -> None:
+        """A caller is done buffering and now waits for its records (send_many, send_table): each partition's newest
+        batch, which holds its last records there, is ready at once rather than after linger_ms. Unlike a flush, it
+        leaves alone the batches begun later (another caller's, buffering meanwhile): they fill and linger as usual.
+        Java has no such call; its users flush, which would make every batch ready while it waits."""
+        for queue in self.queues.values():
+            if queue:
+                queue[-1].expedited = True
+
     def close(self) -> None:
         """The producer is closing: every batch is ready at once, from now on (Java's RecordAccumulator.close)."""
         self._closing = True
@@ -272,7 +281,13 @@ class RecordAccumulator:
                 and not _leader_changed(head, leader, leader_epoch_of(tp) if leader_epoch_of else -1)
             ):
                 wait = head.retry_at_ms - now_ms
-            elif force or head.attempts > 0 or len(queue) > 1 or (head.full and not self._in_flight_batches.get(tp)):
+            elif (
+                force
+                or head.attempts > 0
+                or len(queue) > 1
+                or head.expedited
+                or (head.full and not self._in_flight_batches.get(tp))
+            ):
                 wait = 0
             else:
                 wait = head.created_ms + self.linger_ms - now_ms

@@ -31,6 +31,7 @@ class ProducerBatch:
         "compressing",
         "created_ms",
         "done_callbacks",
+        "expedited",
         "full",
         "in_flight",
         "last_error",
@@ -69,6 +70,8 @@ class ProducerBatch:
         self.leader_epoch = -1
         self.reserved_bytes = 0  # buffer memory charged for its records; given back by the accumulator, once
         self.full = False  # holds batch_size bytes: ready at once (set by whoever appends, once)
+        # Holds the last records of a caller that now waits for them (send_many, send_table): ready at once.
+        self.expedited = False
         self.sealed = False  # takes no more records: the next record for the partition starts a new batch
         self.compressing = False  # being closed beside the event loop: not drained until that is done
         self.in_flight = False  # in a request not answered yet (the accumulator counts these per partition)
