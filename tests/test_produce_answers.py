@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from schema_layout import layout
 
 import aioproducer.protocol.wire as wire
 from aioproducer.errors import ProtocolError
@@ -168,14 +169,6 @@ def test_hostile_bytes_decode_or_fail_as_with_the_generic_codec(version: int, da
         assert decode_response(ApiKey.PRODUCE, version, data) == expected
 
 
-def _layout(fields: Any, version: int) -> list[Any]:
-    return [
-        (field.name, field.type, field.tag, version in field.nullable, _layout(field.fields, version))
-        for field in fields
-        if version in field.versions
-    ]
-
-
 @pytest.mark.parametrize("version", list(FAST_VERSIONS))
 def test_the_layout_read_here_is_the_schemas(version: int) -> None:
     """What read_produce_response assumes, field by field; a change to ProduceResponse in a version read here must
@@ -220,4 +213,4 @@ def test_the_layout_read_here_is_the_schemas(version: int) -> None:
         expected.append(("node_endpoints", "[]NodeEndpoint", 0, False, endpoint))
     else:
         partition.pop()
-    assert _layout(RESPONSES[ApiKey.PRODUCE].fields, version) == expected
+    assert layout(RESPONSES[ApiKey.PRODUCE].fields, version) == expected

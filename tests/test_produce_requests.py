@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from schema_layout import layout
 
 import aioproducer.protocol.wire as wire
 from aioproducer.errors import ProtocolError
@@ -190,14 +191,6 @@ def test_versions_outside_the_flexible_range_go_to_the_generic_codec() -> None:
         assert encode_request(ApiKey.PRODUCE, version, 1, "c", body) == generic(version, 1, "c", body)
 
 
-def _layout(fields: Any, version: int) -> list[Any]:
-    return [
-        (field.name, field.type, field.tag, version in field.nullable, _layout(field.fields, version))
-        for field in fields
-        if version in field.versions
-    ]
-
-
 @pytest.mark.parametrize("version", list(FAST_VERSIONS))
 def test_the_layout_framed_here_is_the_schemas(version: int) -> None:
     """What frame_produce_request writes, field by field; a change to ProduceRequest in a version framed here must
@@ -223,7 +216,7 @@ def test_the_layout_framed_here_is_the_schemas(version: int) -> None:
             ],
         ),
     ]
-    assert _layout(REQUESTS[ApiKey.PRODUCE].fields, version) == expected
+    assert layout(REQUESTS[ApiKey.PRODUCE].fields, version) == expected
     assert version in REQUESTS[ApiKey.PRODUCE].flexible
 
 

@@ -40,6 +40,16 @@ def _put_uvarint(buf: bytearray, value: int) -> None:
     buf.append(value)
 
 
+def _put_compact_string(buf: bytearray, text: str) -> bool:
+    """Append a compact string; False (and nothing appended) when its UTF-8 is longer than Kafka strings hold."""
+    raw = text.encode("utf-8")
+    if len(raw) > _STRING_MAX:
+        return False
+    _put_uvarint(buf, len(raw) + 1)
+    buf += raw
+    return True
+
+
 def frame_produce_request(
     api_version: int, correlation_id: int, client_id: str | None, body: Mapping[str, Any]
 ) -> bytes | None:
@@ -79,13 +89,7 @@ def _frame(api_version: int, correlation_id: int, client_id: str | None, body: M
     transactional_id = body["transactional_id"]
     if transactional_id is None:
         head.append(0)  # a null compact string
-    elif type(transactional_id) is str:
-        raw = transactional_id.encode("utf-8")
-        if len(raw) > _STRING_MAX:
-            return None
-        _put_uvarint(head, len(raw) + 1)
-        head += raw
-    else:
+    elif type(transactional_id) is not str or not _put_compact_string(head, transactional_id):
         return None
     head += _ACKS_AND_TIMEOUT.pack(acks, timeout_ms)
     _put_uvarint(head, len(topic_data) + 1)
@@ -95,13 +99,8 @@ def _frame(api_version: int, correlation_id: int, client_id: str | None, body: M
         if type(topic) is not dict:
             return None
         name, partition_data = topic["name"], topic["partition_data"]
-        if type(name) is not str or type(partition_data) is not list:
+        if type(name) is not str or type(partition_data) is not list or not _put_compact_string(buf, name):
             return None
-        raw = name.encode("utf-8")
-        if len(raw) > _STRING_MAX:
-            return None
-        _put_uvarint(buf, len(raw) + 1)
-        buf += raw
         _put_uvarint(buf, len(partition_data) + 1)
         for partition in partition_data:
             if type(partition) is not dict:
