@@ -662,9 +662,9 @@ class Producer(TableMethods, TransactionalMethods):
 
     def _send_buffered_now(self) -> None:
         """A caller is done buffering and waits for its records: the batches holding its last ones go out now, not
-        after linger_ms; batches begun later linger as usual (see RecordAccumulator.expedite). A flush instead
-        (`_sending_at_once`) made every batch ready while such a caller waited: under a pipeline of calls (Spark's
-        tasks keep several `send_table` calls going) linger_ms never applied and batches went out in fragments."""
+        after linger_ms; batches begun later linger as usual (see RecordAccumulator.expedite). Not a flush
+        (`_sending_at_once`): that keeps every batch ready while the caller waits, so under a pipeline of calls
+        (Spark's tasks keep several `send_table` calls going) linger_ms would never apply."""
         self._accumulator.expedite()
         self._wake()
 

@@ -24,13 +24,13 @@ from aioproducer.protocol.primitives import (
 )
 from aioproducer.protocol.schema import Field, Message
 
-__all__ = ["MAX_STRING_BYTES", "Codec", "Writer", "codec_for"]
+__all__ = ["BLOB_BY_REFERENCE", "MAX_STRING_BYTES", "Codec", "Writer", "codec_for"]
 
 Encoder = Callable[["Writer", Any], None]
 Decoder = Callable[[Reader], Any]
 
 # Blobs at least this large (record batches) are kept by reference and joined once into the frame, not copied twice.
-_BLOB_BY_REFERENCE = 512
+BLOB_BY_REFERENCE = 512
 # Java's generated code refuses strings whose UTF-8 form does not fit an int16 length, even in compact form.
 # Kafka strings, compact or not, hold at most Short.MAX_VALUE bytes of UTF-8 (Java's Type.STRING / COMPACT_STRING).
 MAX_STRING_BYTES = 0x7FFF
@@ -49,7 +49,7 @@ class Writer:
 
     def blob(self, data: bytes | bytearray | memoryview) -> None:
         """Append raw bytes, by reference when large."""
-        if len(data) < _BLOB_BY_REFERENCE:
+        if len(data) < BLOB_BY_REFERENCE:
             self.buf += data
             return
         if self.buf:

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from aioproducer.protocol.api import ApiKey
+from aioproducer.protocol.codec import BLOB_BY_REFERENCE, MAX_STRING_BYTES
+from aioproducer.protocol.primitives import INT16, INT32, encode_uvarint
 
 __all__ = ["FAST_VERSIONS", "frame_produce_request"]
 
@@ -21,31 +23,16 @@ FAST_VERSIONS = range(9, 13)
 
 # The size prefix and request header v2's fixed fields: size, api key, api version, correlation id.
 _PREFIX = struct.Struct(">ihhi")
-_INT16 = struct.Struct(">h")
 _ACKS_AND_TIMEOUT = struct.Struct(">hi")
-_INT32 = struct.Struct(">i")
-# A partition's index and its record set's length + 1 as a varint of one, two or three bytes (up to 2 MiB).
-_INDEX_AND_LENGTH = (struct.Struct(">iB"), struct.Struct(">iBB"), struct.Struct(">iBBB"))
-_STRING_MAX = 0x7FFF  # Kafka strings hold at most Short.MAX_VALUE bytes of UTF-8, compact or not (Java's Type)
-# Record batches at least this large are joined into the frame by reference, as the generic codec's Writer does.
-_BLOB_BY_REFERENCE = 512
 _FAILURES = (KeyError, TypeError, AttributeError, struct.error, UnicodeEncodeError)
-
-
-def _put_uvarint(buf: bytearray, value: int) -> None:
-    """Append an unsigned varint; `value` is non-negative (a length + 1)."""
-    while value > 0x7F:
-        buf.append((value & 0x7F) | 0x80)
-        value >>= 7
-    buf.append(value)
 
 
 def _put_compact_string(buf: bytearray, text: str) -> bool:
     """Append a compact string; False (and nothing appended) when its UTF-8 is longer than Kafka strings hold."""
     raw = text.encode("utf-8")
-    if len(raw) > _STRING_MAX:
+    if len(raw) > MAX_STRING_BYTES:
         return False
-    _put_uvarint(buf, len(raw) + 1)
+    buf += encode_uvarint(len(raw) + 1)
     buf += raw
     return True
 
@@ -79,9 +66,9 @@ def _frame(api_version: int, correlation_id: int, client_id: str | None, body: M
         head += b"\xff\xff\x00"
     elif type(client_id) is str:
         raw = client_id.encode("utf-8")
-        if len(raw) > _STRING_MAX:
+        if len(raw) > MAX_STRING_BYTES:
             return None
-        head += _INT16.pack(len(raw))
+        head += INT16.pack(len(raw))
         head += raw
         head.append(0)
     else:
@@ -92,7 +79,7 @@ def _frame(api_version: int, correlation_id: int, client_id: str | None, body: M
     elif type(transactional_id) is not str or not _put_compact_string(head, transactional_id):
         return None
     head += _ACKS_AND_TIMEOUT.pack(acks, timeout_ms)
-    _put_uvarint(head, len(topic_data) + 1)
+    head += encode_uvarint(len(topic_data) + 1)
     parts: list[bytes | bytearray] = [head]
     buf = head
     for topic in topic_data:
@@ -101,24 +88,16 @@ def _frame(api_version: int, correlation_id: int, client_id: str | None, body: M
         name, partition_data = topic["name"], topic["partition_data"]
         if type(name) is not str or type(partition_data) is not list or not _put_compact_string(buf, name):
             return None
-        _put_uvarint(buf, len(partition_data) + 1)
+        buf += encode_uvarint(len(partition_data) + 1)
         for partition in partition_data:
             if type(partition) is not dict:
                 return None
             index, records = partition["index"], partition["records"]
             if type(index) is not int or type(records) is not bytes:
                 return None
-            length = len(records) + 1
-            if length < 0x80:
-                buf += _INDEX_AND_LENGTH[0].pack(index, length)
-            elif length < 0x4000:
-                buf += _INDEX_AND_LENGTH[1].pack(index, length & 0x7F | 0x80, length >> 7)
-            elif length < 0x200000:
-                buf += _INDEX_AND_LENGTH[2].pack(index, length & 0x7F | 0x80, length >> 7 & 0x7F | 0x80, length >> 14)
-            else:
-                buf += _INT32.pack(index)
-                _put_uvarint(buf, length)
-            if length <= _BLOB_BY_REFERENCE:
+            buf += INT32.pack(index)
+            buf += encode_uvarint(len(records) + 1)
+            if len(records) < BLOB_BY_REFERENCE:
                 buf += records
             else:
                 parts.append(records)
@@ -127,5 +106,5 @@ def _frame(api_version: int, correlation_id: int, client_id: str | None, body: M
             buf.append(0)  # the partition's tagged fields
         buf.append(0)  # the topic's tagged fields
     buf.append(0)  # the body's tagged fields
-    _INT32.pack_into(head, 0, sum(map(len, parts)) - 4)  # the size prefix counts what follows it
+    INT32.pack_into(head, 0, sum(map(len, parts)) - 4)  # the size prefix counts what follows it
     return b"".join(parts)
