@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aioproducer.deliveries import bulk as bulk_module
@@ -245,6 +245,52 @@ async def test_bulk_deliveries_keep_order_errors_and_splits(bulk_type: type[Bulk
         RecordMetadata("t", 0, 200, 3, -1, 3),
         RecordMetadata("t", 1, -1, 55, -1, 3),
     ]
+
+
+_SHARED_VALUES = st.sampled_from([0, -1, 1, 100, 1_700_000_000_000])  # runs of equal values, and 0 and -1 first
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    records=st.lists(
+        st.tuples(st.integers(0, 2), _SHARED_VALUES, st.sampled_from([-1, 0, 3]), st.sampled_from([-1, 0, 100])),
+        min_size=1,
+        max_size=40,
+    ),
+    log_append_times=st.tuples(st.sampled_from([-1, 0, 55]), st.sampled_from([-1, 0, 55]), st.sampled_from([-1, 55])),
+)
+def test_bulk_results_give_each_record_its_own_timestamp_and_sizes(
+    twin: str, records: list[tuple[int, int, int, int]], log_append_times: tuple[int, ...]
+) -> None:
+    """The compiled results hand consecutive records with the same timestamp or size one shared int: each record
+    must still read its own values (a value equal to the one before, a first value of 0 or -1 that equals nothing
+    cached yet, CreateTime and LogAppendTime batches interleaved), exactly as each Delivery reads alone."""
+
+    async def run() -> None:
+        outcomes = [outcome_now("t", partition) for partition in range(3)]
+        bulk = bulk_module.BulkDeliveries()  # the twin's (the fixture swapped it in)
+        deliveries = []
+        for index, (partition, timestamp_ms, key_size, value_size) in enumerate(records):
+            delivery = new_delivery(outcomes[partition], index, timestamp_ms, key_size, value_size)
+            deliveries.append(delivery)
+            bulk.add(delivery)
+        for partition, outcome in enumerate(outcomes):
+            outcome.succeed(1000 * partition, log_append_times[partition])
+        expected = [delivery.result() for delivery in deliveries]
+        assert bulk.results(resolve) == expected
+        assert expected == [
+            RecordMetadata(
+                "t",
+                partition,
+                1000 * partition + index,
+                log_append_times[partition] if log_append_times[partition] >= 0 else timestamp_ms,
+                key_size,
+                value_size,
+            )
+            for index, (partition, timestamp_ms, key_size, value_size) in enumerate(records)
+        ]
+
+    asyncio.run(run())
 
 
 # -- waiting batch by batch -----------------------------------------------------------------------------------------

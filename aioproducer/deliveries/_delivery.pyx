@@ -216,11 +216,18 @@ cdef inline void _put(object metadata, Py_ssize_t position, object item) noexcep
 cdef object record_metadata(object topic, object partition, int64_t base_offset, int64_t log_append_time_ms,
                             Py_ssize_t index, int64_t timestamp_ms, int64_t key_size, int64_t value_size):
     """Twin of `BatchOutcome.metadata`: a RecordMetadata, allocated as the named tuple it is."""
+    return metadata_of(topic, partition, offset_of(base_offset, index), timestamp_of(log_append_time_ms, timestamp_ms),
+                       key_size, value_size)
+
+
+cdef object metadata_of(object topic, object partition, object offset, object timestamp_ms, object key_size,
+                        object value_size):
+    """A RecordMetadata of these very objects (record_metadata's fields, worked out by the caller)."""
     cdef object metadata = PyType_GenericAlloc(<PyTypeObject*>RecordMetadata, 6)
     _put(metadata, 0, topic)
     _put(metadata, 1, partition)
-    _put(metadata, 2, base_offset + index if base_offset >= 0 else -1)
-    _put(metadata, 3, log_append_time_ms if log_append_time_ms >= 0 else timestamp_ms)
+    _put(metadata, 2, offset)
+    _put(metadata, 3, timestamp_ms)
     _put(metadata, 4, key_size)
     _put(metadata, 5, value_size)
     # Only a str and ints inside: the collector would untrack it at its next pass anyway.
