@@ -247,7 +247,8 @@ async def test_bulk_deliveries_keep_order_errors_and_splits(bulk_type: type[Bulk
     ]
 
 
-_SHARED_VALUES = st.sampled_from([0, -1, 1, 100, 1_700_000_000_000])  # runs of equal values, and 0 and -1 first
+# Runs of equal values; 0 first (the compiled cache's unset value); two values alike in their low 32 bits.
+_SHARED_VALUES = st.sampled_from([0, -1, 1, 1 + 2**32, 100, 1_700_000_000_000])
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -263,8 +264,8 @@ def test_bulk_results_give_each_record_its_own_timestamp_and_sizes(
     twin: str, records: list[tuple[int, int, int, int]], log_append_times: tuple[int, ...]
 ) -> None:
     """The compiled results hand consecutive records with the same timestamp or size one shared int: each record
-    must still read its own values (a value equal to the one before, a first value of 0 or -1 that equals nothing
-    cached yet, CreateTime and LogAppendTime batches interleaved), exactly as each Delivery reads alone."""
+    must still read its own values, as plain ints (a value equal to the one before, a first value of 0, values alike
+    in their low 32 bits, CreateTime and LogAppendTime batches interleaved), exactly as each Delivery reads alone."""
 
     async def run() -> None:
         outcomes = [outcome_now("t", partition) for partition in range(3)]
@@ -277,7 +278,9 @@ def test_bulk_results_give_each_record_its_own_timestamp_and_sizes(
         for partition, outcome in enumerate(outcomes):
             outcome.succeed(1000 * partition, log_append_times[partition])
         expected = [delivery.result() for delivery in deliveries]
-        assert bulk.results(resolve) == expected
+        results = bulk.results(resolve)
+        assert results == expected
+        assert all(type(field) is int for metadata in results for field in metadata[1:])
         assert expected == [
             RecordMetadata(
                 "t",
