@@ -441,9 +441,9 @@ class Producer(TableMethods, TransactionalMethods):
                 else:
                     key, value, headers = serializer.apply(topic, key, value, headers)
             appender = self._appender
-            if appender.unyielded_bytes >= YIELD_AFTER_BYTES:
+            if appender.unyielded_bytes >= YIELD_AFTER_BYTES and appender.yield_due():
                 # Before buffering, so that a cancellation here leaves the record unsent, as documented.
-                appender.unyielded_bytes = 0
+                appender.yielded()
                 await asyncio.sleep(0)
                 if self._state != _RUNNING:
                     raise self._closed_error()
@@ -488,7 +488,7 @@ class Producer(TableMethods, TransactionalMethods):
         # one again with enqueue.
         serializer = self._record_serializer
         if self._state == _RUNNING:
-            if self._appender.unyielded_bytes >= YIELD_AFTER_BYTES:
+            if self._appender.unyielded_bytes >= YIELD_AFTER_BYTES and self._appender.yield_due():
                 raise WouldBlockError(LET_THE_LOOP_RUN)
             if serializer is not None and serializer.is_async:
                 raise WouldBlockError("an async serializer must be awaited: await enqueue(...)")
@@ -569,9 +569,9 @@ class Producer(TableMethods, TransactionalMethods):
                     bulk.add(await self._append_after_waiting(prepared, appender))
                 except AioProducerError as exc:
                     bulk.add(exc)
-            elif appender.unyielded_bytes >= YIELD_AFTER_BYTES:
+            elif appender.unyielded_bytes >= YIELD_AFTER_BYTES and appender.yield_due():
                 # Let the sender and other tasks run during a long call (keeps event-loop lag low).
-                appender.unyielded_bytes = 0
+                appender.yielded()
                 await asyncio.sleep(0)
         # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
         self._send_buffered_now()

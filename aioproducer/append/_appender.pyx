@@ -22,6 +22,8 @@ from aioproducer.append.appender import (
     LET_THE_LOOP_RUN,
     RECORD_MEMORY_OVERHEAD,
     YIELD_AFTER_BYTES,
+    YIELD_AFTER_BYTES_MAX,
+    YIELD_AFTER_S,
     PreparedRecord,
     must_wait_for,
     not_a_record,
@@ -39,10 +41,21 @@ cdef extern from "time.h" nogil:
         long tv_nsec
     int clock_gettime(int clk_id, timespec *tp)
     int CLOCK_REALTIME
+    int CLOCK_MONOTONIC
 
 # validation.record_size's bound for a record without headers is the record's overhead plus its key and value.
 cdef Py_ssize_t RECORD_OVERHEAD_BYTES = MAX_RECORD_OVERHEAD
 cdef Py_ssize_t MEMORY_OVERHEAD = RECORD_MEMORY_OVERHEAD
+cdef Py_ssize_t _YIELD_AFTER_BYTES = YIELD_AFTER_BYTES
+cdef Py_ssize_t _YIELD_AFTER_BYTES_MAX = YIELD_AFTER_BYTES_MAX
+cdef double _YIELD_AFTER_S = YIELD_AFTER_S
+
+
+cdef inline double _monotonic_s() noexcept:
+    """time.monotonic() (the same clock) without a Python call."""
+    cdef timespec now
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return now.tv_sec + now.tv_nsec * 1e-9
 
 
 cdef inline int64_t wall_clock_ms() noexcept nogil:
@@ -84,6 +97,8 @@ cdef class Appender:
     cdef dict _topics
     cdef dict _partition_slots  # topic -> a _PartitionSlot per partition, by partition number
     cdef public Py_ssize_t unyielded_bytes
+    cdef Py_ssize_t _yield_check_bytes
+    cdef double _yielded_at
     cdef public bint plain
     cdef public object general_enqueue
     cdef public object general_enqueue_async
@@ -121,6 +136,27 @@ cdef class Appender:
         self._wake_sender = wake_sender
         self._checked_topics = set()
         self._partition_slots = {}
+        self._yield_check_bytes = _YIELD_AFTER_BYTES
+        self._yielded_at = _monotonic_s()
+
+    def yield_due(self):
+        """Twin of `aioproducer.append.appender.Appender.yield_due`."""
+        return self._yield_due()
+
+    cdef bint _yield_due(self):
+        cdef Py_ssize_t buffered = self.unyielded_bytes
+        if buffered < self._yield_check_bytes:
+            return False
+        if buffered >= _YIELD_AFTER_BYTES_MAX or _monotonic_s() - self._yielded_at >= _YIELD_AFTER_S:
+            return True
+        self._yield_check_bytes = buffered + _YIELD_AFTER_BYTES
+        return False
+
+    def yielded(self):
+        """Twin of `aioproducer.append.appender.Appender.yielded`."""
+        self.unyielded_bytes = 0
+        self._yield_check_bytes = _YIELD_AFTER_BYTES
+        self._yielded_at = _monotonic_s()
 
     def append_now(self, topic, value, key, headers, partition, timestamp_ms):
         """Buffer the record and return its Delivery, or return it as a PreparedRecord when it must wait first."""
@@ -136,7 +172,7 @@ cdef class Appender:
             return self.general_enqueue(
                 topic, value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
             )
-        if self.unyielded_bytes >= YIELD_AFTER_BYTES:
+        if self.unyielded_bytes >= _YIELD_AFTER_BYTES and self._yield_due():
             raise WouldBlockError(LET_THE_LOOP_RUN)
         delivery = self._append_now(topic, value, key, headers, partition, timestamp_ms, None)
         if type(delivery) is PreparedRecord:
@@ -147,7 +183,7 @@ cdef class Appender:
                                   timestamp_ms=None):
         """`Producer.enqueue` as a plain producer hands it out, a compiled coroutine (twin of
         `aioproducer.append.appender.Appender.enqueue_plain_async`)."""
-        if self.plain and self.unyielded_bytes < YIELD_AFTER_BYTES:
+        if self.plain and (self.unyielded_bytes < _YIELD_AFTER_BYTES or not self._yield_due()):
             delivery = self._append_now(topic, value, key, headers, partition, timestamp_ms, None)
             if type(delivery) is not PreparedRecord:
                 return delivery
@@ -244,7 +280,7 @@ cdef class Appender:
                 continue
             if prepared is not None:
                 return index, prepared
-            if self.unyielded_bytes >= yield_after_bytes:
+            if self.unyielded_bytes >= yield_after_bytes and self._yield_due():
                 break
         return index, None
 
