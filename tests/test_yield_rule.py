@@ -95,6 +95,20 @@ def test_a_yield_soon_after_the_last_waits_for_more_bytes_then_looks_at_the_cloc
     assert subject.yield_due()
 
 
+def test_the_cap_holds_after_the_clock_said_not_yet(subject: Any) -> None:
+    """A "not yet" just below YIELD_AFTER_BYTES_MAX set the next look another YIELD_AFTER_BYTES on, past the cap, so
+    a caller could buffer up to the cap plus 64 KiB without yielding."""
+    for _ in range(50):
+        subject.yielded()
+        subject.unyielded_bytes = YIELD_AFTER_BYTES_MAX - 1
+        if not subject.yield_due():
+            break
+    else:
+        pytest.fail("a yield right after the last one was due every time: the clock is not consulted")
+    subject.unyielded_bytes = YIELD_AFTER_BYTES_MAX
+    assert subject.yield_due()
+
+
 def test_yielded_starts_the_count_again(subject: Any) -> None:
     subject.unyielded_bytes = YIELD_AFTER_BYTES_MAX
     assert subject.yield_due()

@@ -149,7 +149,7 @@ cdef class Appender:
             return False
         if buffered >= _YIELD_AFTER_BYTES_MAX or _monotonic_s() - self._yielded_at >= _YIELD_AFTER_S:
             return True
-        self._yield_check_bytes = buffered + _YIELD_AFTER_BYTES
+        self._yield_check_bytes = min(buffered + _YIELD_AFTER_BYTES, _YIELD_AFTER_BYTES_MAX)
         return False
 
     def yielded(self):

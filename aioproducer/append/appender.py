@@ -240,7 +240,8 @@ class Appender:
             return False
         if buffered >= YIELD_AFTER_BYTES_MAX or time.monotonic() - self._yielded_at >= YIELD_AFTER_S:
             return True
-        self._yield_check_bytes = buffered + YIELD_AFTER_BYTES
+        # The next look: another YIELD_AFTER_BYTES on, never past the cap (which holds whatever the clock says).
+        self._yield_check_bytes = min(buffered + YIELD_AFTER_BYTES, YIELD_AFTER_BYTES_MAX)
         return False
 
     def yielded(self) -> None:
