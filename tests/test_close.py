@@ -82,8 +82,8 @@ async def test_send_many_resolves_every_record_when_close_runs_while_it_buffers(
     await producer.send("t", b"warm-up")
     records = [ProducerRecord("t", b"%06d" % i + b"x" * 1000) for i in range(30_000)]
     call = asyncio.ensure_future(producer.send_many(records))
-    # Close at send_many's first yield (after 64 KiB of its 30 MB), not after a fixed time: a fast machine once
-    # buffered all 30,000 records within 50 ms, and the close found nothing left to refuse.
+    # Close at send_many's first yield (after 64 KiB and half a millisecond, of its 30 MB), not after a fixed time: a
+    # fast machine once buffered all 30,000 records within 50 ms, and the close found nothing left to refuse.
     while producer._accumulator.used_bytes == 0 and not call.done():  # noqa: ASYNC110 (no event to wait on)
         await asyncio.sleep(0)
     assert not call.done(), "send_many ended before close: make the workload longer"

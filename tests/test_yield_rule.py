@@ -56,7 +56,8 @@ def subject(request: pytest.FixtureRequest) -> Any:
 
 
 def after_the_interval() -> None:
-    time.sleep(YIELD_AFTER_S * 2)
+    # A little past it, not twice it: an interval grown to twice its value must show as "not yet".
+    time.sleep(YIELD_AFTER_S * 1.2)
 
 
 def test_no_yield_is_due_below_yield_after_bytes_however_long_ago_the_last_was(subject: Any) -> None:
@@ -116,3 +117,28 @@ def test_yielded_starts_the_count_again(subject: Any) -> None:
     assert subject.unyielded_bytes == 0
     after_the_interval()
     assert not subject.yield_due()
+
+
+def test_yielded_starts_the_interval_again(subject: Any) -> None:
+    after_the_interval()
+    # As above, any of several tries showing "not yet" right after yielded() shows it reset the clock.
+    for _ in range(50):
+        subject.yielded()
+        subject.unyielded_bytes = YIELD_AFTER_BYTES
+        if not subject.yield_due():
+            return
+    pytest.fail("a yield right after yielded() was due every time: yielded() leaves the interval's start behind")
+
+
+def test_yielded_looks_at_the_clock_again_from_yield_after_bytes(subject: Any) -> None:
+    for _ in range(50):
+        subject.yielded()
+        subject.unyielded_bytes = YIELD_AFTER_BYTES
+        if not subject.yield_due():
+            break  # the next look at the clock is now another YIELD_AFTER_BYTES on
+    else:
+        pytest.fail("a yield right after the last one was due every time: the clock is not consulted")
+    subject.yielded()
+    after_the_interval()
+    subject.unyielded_bytes = YIELD_AFTER_BYTES
+    assert subject.yield_due(), "yielded() kept the later look at the clock that a 'not yet' before it had set"

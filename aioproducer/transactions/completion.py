@@ -110,7 +110,8 @@ class MarkerWatch:
     def hurry(self) -> None:
         """Someone waits for the watch now (a commit flushing the next transaction, offsets to add): ask again at
         once instead of after the backoff. While an `enqueue` loop runs, the event loop reads answers late (it
-        yields every 64 KiB), so by the time a commit flushes the backoff has often outlived the markers."""
+        yields only about every half millisecond, `Appender.yield_due`), so by the time a commit flushes the backoff
+        has often outlived the markers."""
         if not self.pending:
             return
         self._hurried = True
