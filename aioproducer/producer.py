@@ -442,9 +442,10 @@ class Producer(TableMethods, TransactionalMethods):
                     key, value, headers = serializer.apply(topic, key, value, headers)
             appender = self._appender
             if appender.unyielded_bytes >= YIELD_AFTER_BYTES and appender.yield_due():
-                # Before buffering, so that a cancellation here leaves the record unsent, as documented.
-                appender.yielded()
+                # Before buffering, so that a cancellation here leaves the record unsent, as documented. yielded()
+                # once the loop is back: the interval counts this caller's own buffering (see YIELD_AFTER_S).
                 await asyncio.sleep(0)
+                appender.yielded()
                 if self._state != _RUNNING:
                     raise self._closed_error()
             if self._txn is not None:  # here, after every wait: a transaction that ended meanwhile takes no record
@@ -571,9 +572,10 @@ class Producer(TableMethods, TransactionalMethods):
                 except AioProducerError as exc:
                     bulk.add(exc)
             elif appender.unyielded_bytes >= YIELD_AFTER_BYTES and appender.yield_due():
-                # Let the sender and other tasks run during a long call (keeps event-loop lag low).
-                appender.yielded()
+                # Let the sender and other tasks run during a long call (keeps event-loop lag low); yielded() once
+                # the loop is back, as in enqueue.
                 await asyncio.sleep(0)
+                appender.yielded()
         # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
         self._send_buffered_now()
         for outcome in bulk.outcomes():
