@@ -474,8 +474,8 @@ class Producer(TableMethods, TransactionalMethods):
         """Buffer one record without awaiting anything, and return its `Delivery`; or raise `WouldBlockError`, the
         record not buffered, when `enqueue` would have to wait: for the topic's metadata (or a partition beyond
         its known ones), for buffer memory, or to let the event loop run so the sender can send (once 64 KiB are
-        buffered and half a millisecond has passed since it last ran, or at 256 KiB: `Appender.yield_due`). Then
-        `await producer.enqueue(...)` the same record (anyio's `send_nowait` idiom):
+        buffered and half a millisecond has passed since the loop last came back to the caller, or at 256 KiB:
+        `Appender.yield_due`). Then `await producer.enqueue(...)` the same record (anyio's `send_nowait` idiom):
 
             try:
                 delivery = producer.enqueue_nowait(topic, value)

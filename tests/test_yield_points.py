@@ -24,9 +24,11 @@ from aioproducer.errors import WouldBlockError
 from aioproducer.testing import MockCluster
 from aioproducer.validation import record_size
 
-VALUE = b"v" * 1000
+# Large records: 64 KiB is 9 of them, a few tens of microseconds of buffering even on the pure-Python twin, far
+# inside the half-millisecond interval (which the quick-caller tests rely on).
+VALUE = b"v" * 8000
 RECORD_BYTES = record_size(None, VALUE, ())  # what one record adds to the bytes the rule counts
-COUNT = 3000  # 3 MB: well within the default buffer_memory, so no call waits for memory and yields that way
+COUNT = 400  # 3.2 MB: well within the default buffer_memory, so no call waits for memory and yields that way
 AT_YIELD_AFTER_BYTES = math.ceil(YIELD_AFTER_BYTES / RECORD_BYTES)  # records buffered to reach 64 KiB
 AT_THE_CAP = math.ceil(YIELD_AFTER_BYTES_MAX / RECORD_BYTES)
 
@@ -171,9 +173,9 @@ async def test_a_slow_caller_yields_at_every_yield_after_bytes(mock_cluster: Moc
 async def test_a_quick_caller_does_not_yield_at_every_yield_after_bytes(
     mock_cluster: MockCluster, idiom: Idiom
 ) -> None:
-    # Each 64 KiB here takes a small part of the interval, so the clock says "not yet" at most marks. One gap past
-    # the 64 KiB mark shows the call site asks the rule; a machine slow enough to need the interval for each of
-    # ~45 marks in a row would be ~20 times slower than any we run on.
+    # Each 64 KiB here (9 records) takes a small part of the interval, so the clock says "not yet" at most marks.
+    # One gap past the 64 KiB mark shows the call site asks the rule; failing would take each of ~44 marks in a row
+    # to take the whole interval, 9 records in half a millisecond.
     gaps, progress = await records_between_other_tasks(mock_cluster, idiom, quickly)
     assert max(gaps) > AT_YIELD_AFTER_BYTES, f"a yield at every 64 KiB: {sorted(set(gaps))}"
     if idiom is through_enqueue_nowait:
@@ -195,6 +197,6 @@ async def test_the_time_other_tasks_take_does_not_count_towards_the_interval(
 ) -> None:
     """Bug: the interval was counted from before the yield, so it took in what ran meanwhile (a batch's
     done-callbacks, thousands of records' worth): a quick caller beside busy tasks yielded at every 64 KiB, and a
-    loop with a done-callback per record lost a tenth of its throughput to the extra yields."""
+    loop with a done-callback per record yielded a fifth more often."""
     gaps, _ = await records_between_other_tasks(mock_cluster, idiom, quickly, longer_than_the_interval)
     assert max(gaps) > AT_YIELD_AFTER_BYTES, f"a yield at every 64 KiB: {sorted(set(gaps))}"
