@@ -442,10 +442,9 @@ class Producer(TableMethods, TransactionalMethods):
                     key, value, headers = serializer.apply(topic, key, value, headers)
             appender = self._appender
             if appender.unyielded_bytes >= YIELD_AFTER_BYTES and appender.yield_due():
-                # Before buffering, so that a cancellation here leaves the record unsent, as documented. yielded()
-                # once the loop is back: the interval counts this caller's own buffering (see YIELD_AFTER_S).
-                await asyncio.sleep(0)
+                # Before buffering, so that a cancellation here leaves the record unsent, as documented.
                 appender.yielded()
+                await asyncio.sleep(0)
                 if self._state != _RUNNING:
                     raise self._closed_error()
             if self._txn is not None:  # here, after every wait: a transaction that ended meanwhile takes no record
@@ -474,7 +473,7 @@ class Producer(TableMethods, TransactionalMethods):
         """Buffer one record without awaiting anything, and return its `Delivery`; or raise `WouldBlockError`, the
         record not buffered, when `enqueue` would have to wait: for the topic's metadata (or a partition beyond
         its known ones), for buffer memory, or to let the event loop run so the sender can send (once 64 KiB are
-        buffered and half a millisecond has passed since the loop last came back to the caller, or at 256 KiB:
+        buffered and half a millisecond has passed since the caller last yielded, or at 256 KiB:
         `Appender.yield_due`). Then `await producer.enqueue(...)` the same record (anyio's `send_nowait` idiom):
 
             try:
@@ -572,10 +571,9 @@ class Producer(TableMethods, TransactionalMethods):
                 except AioProducerError as exc:
                     bulk.add(exc)
             elif appender.unyielded_bytes >= YIELD_AFTER_BYTES and appender.yield_due():
-                # Let the sender and other tasks run during a long call (keeps event-loop lag low); yielded() once
-                # the loop is back, as in enqueue.
-                await asyncio.sleep(0)
+                # Let the sender and other tasks run during a long call (keeps event-loop lag low).
                 appender.yielded()
+                await asyncio.sleep(0)
         # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
         self._send_buffered_now()
         for outcome in bulk.outcomes():

@@ -55,10 +55,9 @@ YIELD_AFTER_BYTES = 64 * 1024
 # per record), up to YIELD_AFTER_BYTES_MAX whatever the clock says: each yield lets the sender write a request, and
 # at 100 B a record the bytes alone made a yield every 0.3 ms, whose passes, writes and wake-ups of the broker's
 # threads took about a fifth of the loop's time. Half a millisecond keeps nearly all of the gain (a whole one kept
-# the rest, and doubled the lag it adds to other tasks: the loop-lag goal is a p99 of 5 ms). The interval counts the
-# caller's own buffering, from when the loop came back to it (`yielded()` after the yield): counted from before the
-# yield, it took in the time other callbacks ran meanwhile (a batch's done-callbacks, thousands of records' worth),
-# and a loop with a done-callback per record yielded at nearly every YIELD_AFTER_BYTES.
+# the rest, and doubled the lag it adds to other tasks: the loop-lag goal is a p99 of 5 ms). The interval runs from
+# the yield, so what other tasks do meanwhile counts towards it: counting only the caller's own buffering made fewer
+# yields but no faster loop, and cost the done-callback loops 6 % at 16 KiB batches (docs/performance.md).
 YIELD_AFTER_S = 0.0005
 YIELD_AFTER_BYTES_MAX = 256 * 1024
 LET_THE_LOOP_RUN = "the producer must let the event loop run first: await enqueue(...)"
@@ -248,7 +247,7 @@ class Appender:
         return False
 
     def yielded(self) -> None:
-        """The caller let the event loop run and has it back: counting starts again."""
+        """The caller lets the event loop run: counting starts again."""
         self.unyielded_bytes = 0
         self._yield_check_bytes = YIELD_AFTER_BYTES
         self._yielded_at = time.monotonic()
