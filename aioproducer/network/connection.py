@@ -316,13 +316,15 @@ class BrokerConnection(asyncio.Protocol):
         self.last_active = self._loop.time()
         self.bytes_sent += len(frame)
         self._transport.write(frame)  # type: ignore[union-attr]  # callers checked the connection is open
-        if not self._write_paused:  # the socket took the whole frame (and all before it)
+        if not self._write_paused:  # the socket took the whole frame (and all before it), unless the send failed
             self._flushed()
 
     def _flushed(self) -> None:
         """Everything written so far is in the socket: requests expecting no answer are sent. Held frames (KIP-368)
-        are not written yet, so their futures wait for their own write."""
-        if not self._unflushed or self._held is not None:
+        are not written yet, so their futures wait for their own write. A closed or closing connection sends
+        nothing: asyncio closes the transport itself when a send fails (dropping the frame) and when the broker's
+        end of stream arrives, and tells connection_lost, which fails these requests, only a turn later."""
+        if not self._unflushed or self._held is not None or self.closed:
             return
         unflushed, self._unflushed = self._unflushed, []
         for future in unflushed:
