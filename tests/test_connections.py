@@ -374,75 +374,49 @@ async def test_requests_answered_within_the_timeout_never_time_out_however_long_
 _EMPTY_PRODUCE = {"transactional_id": None, "acks": 0, "timeout_ms": 1000, "topic_data": []}
 
 
-@pytest.mark.parametrize("ending", ["reset", "end-of-stream", "tls-end-of-stream"])
+@pytest.mark.parametrize("ending", ["reset", "end-of-stream"])
 async def test_an_unanswered_request_written_as_the_connection_ends_is_never_reported_sent(ending: str) -> None:
     """An acks=0 request written to a connection asyncio had already closed was reported wholly in the socket, so its
     records counted as delivered though no byte left: asyncio closes the transport itself when a send fails (the
-    broker reset the connection) or when the broker's end of stream arrives (a TLS transport starts its shutdown),
-    drops what is written to it from then on without a word, and tells connection_lost only a turn later. The
-    request must fail with ConnectionClosedError instead (the sender retries it)."""
+    broker reset the connection) or when the broker's end of stream arrives, drops what is written to it from then
+    on without a word, and tells connection_lost only a turn later. The request must fail with ConnectionClosedError
+    instead (the sender retries it)."""
     loop = asyncio.get_running_loop()
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    conn = connection_module.BrokerConnection(1, "127.0.0.1", port, client_id="t", request_timeout_ms=5000)
+    await loop.create_connection(lambda: conn, "127.0.0.1", port)
+    broker, _ = listener.accept()  # the connection is established: accept returns at once
     outcome: asyncio.Future[asyncio.Future[None] | BaseException] = loop.create_future()
-    conn: connection_module.BrokerConnection | None = None
 
     def write_one() -> None:
-        assert conn is not None
         try:
             outcome.set_result(conn.send_unanswered(ApiKey.PRODUCE, _EMPTY_PRODUCE, version=9))
         except ConnectionClosedError as exc:
             outcome.set_result(exc)
 
-    def writing_as_the_stream_ends(connection: connection_module.BrokerConnection) -> None:
-        """Writes in the turn between asyncio's reaction to the end of stream and connection_lost."""
-        eof_received = connection.eof_received
-
-        def on_end_of_stream() -> bool | None:
-            loop.call_soon(write_one)
-            return eof_received()
-
-        connection.eof_received = on_end_of_stream  # type: ignore[method-assign]
-
-    async with contextlib.AsyncExitStack() as stack:
-        if ending == "tls-end-of-stream":
-            authority = trustme.CA()
-            server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            authority.issue_cert("127.0.0.1").configure_cert(server_context)
-            client_context = ssl.create_default_context()
-            authority.configure_trust(client_context)
-            closing = loop.create_future()
-
-            async def close_at_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-                await closing
-                writer.close()  # close_notify, then the end of the stream
-
-            server = await asyncio.start_server(close_at_once, "127.0.0.1", 0, ssl=server_context)
-            stack.push_async_callback(server.wait_closed)
-            stack.callback(server.close)
-            port = server.sockets[0].getsockname()[1]
-            conn = connection_module.BrokerConnection(1, "127.0.0.1", port, client_id="t", request_timeout_ms=5000)
-            stack.callback(conn.close)
-            await loop.create_connection(
-                lambda: conn, "127.0.0.1", port, ssl=client_context, server_hostname="127.0.0.1"
-            )
-            writing_as_the_stream_ends(conn)
-            closing.set_result(None)
+    try:
+        if ending == "reset":
+            broker.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            broker.close()  # the reset is on our socket before the loop runs again: the send fails
+            write_one()
         else:
-            listener = stack.enter_context(socket.create_server(("127.0.0.1", 0)))
-            port = listener.getsockname()[1]
-            conn = connection_module.BrokerConnection(1, "127.0.0.1", port, client_id="t", request_timeout_ms=5000)
-            stack.callback(conn.close)
-            await loop.create_connection(lambda: conn, "127.0.0.1", port)
-            broker = stack.enter_context(listener.accept()[0])  # the connection is established: accept returns at once
-            if ending == "reset":
-                broker.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                broker.close()  # the reset is on our socket before the loop runs again: the send fails
-                write_one()
-            else:
-                writing_as_the_stream_ends(conn)
-                broker.shutdown(socket.SHUT_WR)
+            # Written in the turn between asyncio's close on the end of stream and connection_lost.
+            eof_received = conn.eof_received
+
+            def on_end_of_stream() -> bool | None:
+                loop.call_soon(write_one)
+                return eof_received()
+
+            conn.eof_received = on_end_of_stream  # type: ignore[method-assign]
+            broker.shutdown(socket.SHUT_WR)
         written = await asyncio.wait_for(outcome, 5)
         if isinstance(written, asyncio.Future):
             with pytest.raises(ConnectionClosedError):
                 await asyncio.wait_for(written, 5)
         else:
             assert isinstance(written, ConnectionClosedError)
+    finally:
+        conn.close()
+        broker.close()
+        listener.close()
