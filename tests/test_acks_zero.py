@@ -1,7 +1,7 @@
-"""acks=0 through a slow reader, a close, and a topic with a small max.message.bytes, on real Kafka (`kafka_cluster`)
-and librdkafka's mock cluster, each behind the fault proxy (fault_proxy.py). With acks=0 a record is delivered once
-its bytes are in the broker's socket: the proxy's record of what it read off the producer's socket is the judge,
-and nothing may hang."""
+"""acks=0 through a slow reader, a close, a connection asyncio closes under a write, and a topic with a small
+max.message.bytes, on real Kafka (`kafka_cluster`) and librdkafka's mock cluster, each behind the fault proxy
+(fault_proxy.py). With acks=0 a record is delivered once its bytes are in the broker's socket: the proxy's record of
+what it read off the producer's socket is the judge, and nothing may hang."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from fault_helpers import read_back_async
@@ -175,3 +176,38 @@ async def test_acks_zero_batches_fit_a_topic_with_a_small_max_message_bytes(targ
     assert set(sent) <= proxy.records_read
     stored = {r.value for r in await read_back_async(target.bootstrap_servers, topic, timeout_s=60)}
     assert set(sent) <= stored, f"{len(set(sent) - stored)} of {len(sent)} records reported delivered not stored"
+
+
+async def test_a_request_a_closing_connection_dropped_is_sent_again_and_reaches_the_broker(target: Target) -> None:
+    """Regression: an acks=0 request written to a connection asyncio had already closed (it closes the transport
+    itself on a failed send or on the broker's end of stream, and calls connection_lost a turn later) was reported
+    delivered though asyncio dropped its bytes, and the record was lost (the fault campaign's 'acks=0 not on socket').
+    The request must fail as a lost connection, go out again on a new one, and reach the broker."""
+    topic = f"acks0-dropped-{uuid.uuid4().hex[:8]}"
+    await asyncio.to_thread(target.create_topic, topic, 1, {})
+    proxy = FaultProxy(observe_records=True)
+    async with Producer(
+        await proxy.bootstrap(target.bootstrap_servers), acks=0, delivery_timeout_ms=DELIVERY_TIMEOUT_MS
+    ) as producer:
+        await warm_up(producer, topic, 1)
+        connections = list(producer._cluster._connections.values())
+        assert connections
+
+        def closing_before_its_next_write(conn: Any) -> None:
+            write = conn._write
+
+            def close_then_write(correlation_id: int, frame: bytes) -> None:
+                conn._write = write
+                conn._transport.close()  # what asyncio does by itself; connection_lost comes a turn later
+                write(correlation_id, frame)
+
+            conn._write = close_then_write
+
+        for conn in connections:
+            closing_before_its_next_write(conn)
+        metadata = await asyncio.wait_for(producer.send(topic, b"the-dropped-one", partition=0), 30)
+        assert metadata.partition == 0
+    assert await proxy.idle(60), "the producer's connections did not end after close"
+    await proxy.close()
+    assert b"the-dropped-one" in proxy.records_read, "reported delivered, never reached the broker's socket"
+    await check_stored(target, topic, {b"the-dropped-one"})

@@ -323,7 +323,8 @@ class BrokerConnection(asyncio.Protocol):
         """Everything written so far is in the socket: requests expecting no answer are sent. Held frames (KIP-368)
         are not written yet, so their futures wait for their own write. A closed or closing connection sends
         nothing: asyncio closes the transport itself when a send fails (dropping the frame) and when the broker's
-        end of stream arrives, and tells connection_lost, which fails these requests, only a turn later."""
+        end of stream arrives, and tells connection_lost, which fails these requests, only a turn later. (A TLS
+        transport says less: see docs/delivery-semantics.md on acks=0.)"""
         if not self._unflushed or self._held is not None or self.closed:
             return
         unflushed, self._unflushed = self._unflushed, []
