@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aioproducer import errors
 from aioproducer.config import ProducerConfig
+from aioproducer.deliveries.bulk import Deliveries
 from aioproducer.deliveries.delivery import Delivery
 from aioproducer.models import ProducerRecord, RecordMetadata
 from aioproducer.partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner, TopicPartitions, murmur2
@@ -13,6 +14,7 @@ from aioproducer.version import __version__
 
 __all__ = [
     "DefaultPartitioner",
+    "Deliveries",
     "Delivery",
     "Partitioner",
     "Producer",

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from types import MethodType, TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +31,8 @@ from aioproducer.append.table_appender import TableAppender
 from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.buffer.memory import MemoryWaiters
 from aioproducer.config import ProducerConfig
-from aioproducer.deliveries.bulk import BulkDeliveries, wait_all
-from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve, track_again
+from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries, settled_results, wait_all
+from aioproducer.deliveries.delivery import BatchOutcome, Delivery, track_again
 from aioproducer.errors import (
     AioProducerError,
     InvalidRecordError,
@@ -366,6 +367,8 @@ class Producer(TableMethods, TransactionalMethods):
             self._memory_waiters.fail_all(
                 ProducerClosedError("the producer was closed while waiting for buffer memory")
             )
+            if self._record_hooks is not None:  # every record is settled: its hooks hear of it before they close
+                await self._record_hooks.all_acknowledged()
         finally:
             self._enter(_CLOSED)
             self._stopped.set_result(None)
@@ -528,10 +531,34 @@ class Producer(TableMethods, TransactionalMethods):
             )
         return await self._send_many(records)
 
+    async def enqueue_many(self, records: Iterable[ProducerRecord]) -> Deliveries:
+        """Buffer many records, in order, and return as soon as each is buffered (or refused): await the returned
+        `Deliveries` for one result per record, its RecordMetadata or the exception it failed with.
+
+        `send_many` without the wait, as `enqueue` is `send` without it: calls made one after another keep their
+        records' order, and the wait for one call's results can overlap the next calls, so the broker is never
+        idle while the caller prepares its next list. Waits (up to `max_block_ms`) only for metadata and buffer
+        memory, as `enqueue` does; sending is not hurried (`linger_ms` applies; `flush` sends at once). A bad
+        record fails only itself. Cancelling `enqueue_many` stops buffering further records; those already buffered
+        are still delivered.
+        """
+        if self._record_hooks is not None:
+            return await self._record_hooks.around_enqueue_many(
+                records if isinstance(records, Sequence) else list(records), self._enqueue_many
+            )
+        return await self._enqueue_many(records)
+
     async def _send_many(
         self, records: Iterable[ProducerRecord], appender: Appender | None = None
     ) -> list[RecordMetadata | BaseException]:
         """send_many's work; with `appender` (the bytes-only one of send_table's rows) the serializers do not apply."""
+        deliveries = await self._enqueue_many(records, appender)
+        # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
+        self._send_buffered_now()
+        return await deliveries
+
+    async def _enqueue_many(self, records: Iterable[ProducerRecord], appender: Appender | None = None) -> Deliveries:
+        """enqueue_many's work (and send_many's buffering); `appender` as for `_send_many`."""
         if self._state != _RUNNING:
             raise self._closed_error()
         if self._txn is not None:
@@ -540,7 +567,7 @@ class Producer(TableMethods, TransactionalMethods):
             batch = records if isinstance(records, Sequence) else list(records)
         except TypeError:
             raise InvalidRecordError(
-                f"send_many takes an iterable of ProducerRecords, got {type(records).__name__}"
+                f"send_many and enqueue_many take an iterable of ProducerRecords, got {type(records).__name__}"
             ) from None
         refused = None
         if appender is None:
@@ -574,12 +601,7 @@ class Producer(TableMethods, TransactionalMethods):
                 # Let the sender and other tasks run during a long call (keeps event-loop lag low).
                 appender.yielded()
                 await asyncio.sleep(0)
-        # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
-        self._send_buffered_now()
-        for outcome in bulk.outcomes():
-            await outcome.wait()
-        results: list[RecordMetadata | BaseException] = bulk.results(resolve)
-        return RecordSerializer.merge(results, refused) if refused else results
+        return Deliveries(len(bulk) + len(refused or ()), partial(_results_of, bulk, refused))
 
     def _raise_unless_running(self) -> None:
         if self._state != _RUNNING:
@@ -763,6 +785,12 @@ class Producer(TableMethods, TransactionalMethods):
 # Producer.enqueue_nowait as this module defines it (see Producer._enter).
 _GENERAL_ENQUEUE_NOWAIT = Producer.enqueue_nowait
 _GENERAL_ENQUEUE = Producer.enqueue
+
+
+async def _results_of(bulk: BulkDeliveries, refused: dict[int, AioProducerError] | None) -> list[Any]:
+    """The results of an enqueue_many call once its records settled, the serializers' refusals in their places."""
+    results = await settled_results(bulk)
+    return RecordSerializer.merge(results, refused) if refused else results
 
 
 def _load_sink(cfg: ProducerConfig, partitioner: Partitioner) -> Any:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
 
 from aioproducer.errors import AioProducerError, ConfigError, InvalidRecordError
-from aioproducer.validation import check_topic
+from aioproducer.validation import check_topic, not_a_record
 
 __all__ = [
     "BUILTIN_SERIALIZERS",
@@ -327,7 +327,11 @@ class RecordSerializer:
         done: list[tuple[Any, ...]] = []
         refused: dict[int, AioProducerError] = {}
         for position, record in enumerate(records):
-            topic, value, key, headers, partition, timestamp_ms = record
+            try:
+                topic, value, key, headers, partition, timestamp_ms = record
+            except (TypeError, ValueError):  # refused in its place, as the appender refuses it without serializers
+                refused[position] = not_a_record(record)
+                continue
             try:
                 if self.is_async:
                     key, value, headers = await self.apply_async(topic, key, value, headers)

@@ -19,6 +19,7 @@ __all__ = [
     "check_partition",
     "check_timestamp",
     "check_topic",
+    "not_a_record",
     "record_size",
 ]
 
@@ -102,3 +103,11 @@ def record_size(key: bytes | None, value: bytes | None, headers: Sequence[tuple[
     for header_key, header_value in headers:
         size += HEADER_OVERHEAD_BYTES + len(header_key) * 4 + (len(header_value) if header_value else 0)
     return size
+
+
+def not_a_record(record: object) -> InvalidRecordError:
+    """What a `send_many` or `enqueue_many` item that is not a ProducerRecord (or another 6-tuple) fails with."""
+    return InvalidRecordError(
+        f"send_many takes ProducerRecords (or 6-tuples: topic, value, key, headers, partition, timestamp_ms), got "
+        f"{type(record).__name__} {repr(record)[:80]}"
+    )

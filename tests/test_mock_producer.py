@@ -15,7 +15,19 @@ from aioproducer.kafka_errors import NotEnoughReplicasError
 from aioproducer.partitioner import partition_for_key
 from aioproducer.testing import MockProducer, SentRecord, read_back
 
-PUBLIC_API = ("start", "close", "send", "enqueue", "send_many", "flush", "partitions_for", "__aenter__", "__aexit__")
+PUBLIC_API = (
+    "start",
+    "close",
+    "send",
+    "enqueue",
+    "send_many",
+    "enqueue_many",
+    "wait",
+    "flush",
+    "partitions_for",
+    "__aenter__",
+    "__aexit__",
+)
 
 
 @pytest.mark.parametrize("name", PUBLIC_API)

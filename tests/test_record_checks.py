@@ -196,3 +196,34 @@ async def test_send_many_fails_an_item_that_is_not_a_record_alone(mock_cluster: 
         assert "send_many takes ProducerRecords" in str(results[1])
         with pytest.raises(InvalidRecordError, match="iterable of ProducerRecords, got NoneType"):
             await producer.send_many(None)  # type: ignore[arg-type]
+
+
+class _PassingHook:
+    def on_record_buffered(self, record: ProducerRecord) -> ProducerRecord:
+        return record
+
+
+async def _upper(value: bytes) -> bytes:
+    return value.upper()
+
+
+@pytest.mark.parametrize("call", ["send_many", "enqueue_many"])
+@pytest.mark.parametrize("path", ["async serializer", "record hook"])
+async def test_an_item_that_is_not_a_record_fails_alone_with_a_serializer_or_a_hook(
+    mock_cluster: MockCluster, call: str, path: str
+) -> None:
+    """With an async (or context-aware) serializer, or a record hook, an item that was not a record raised a bare
+    ValueError or TypeError out of send_many, before anything was buffered: those paths unpacked each item
+    themselves, without the appender's check."""
+    mock_cluster.create_topic("t", 1)
+    settings: dict[str, Any] = (
+        {"value_serializer": _upper} if path == "async serializer" else {"hooks": [_PassingHook()]}
+    )
+    async with Producer(mock_cluster.bootstrap_servers, linger_ms=1, **settings) as producer:
+        items: list[Any] = [ProducerRecord("t", b"a"), None, 5, ("t", b"b", None, None, None, None, "seventh")]
+        if call == "send_many":
+            results = await asyncio.wait_for(producer.send_many(items), 5)
+        else:
+            results = await asyncio.wait_for(await producer.enqueue_many(items), 5)
+    assert [type(r).__name__ for r in results] == ["RecordMetadata"] + ["InvalidRecordError"] * 3
+    assert all("send_many takes ProducerRecords" in str(r) for r in results[1:])

@@ -20,14 +20,20 @@ from aioproducer.deliveries.bulk import BulkDeliveries
 from aioproducer.deliveries.delivery import Delivery, new_delivery
 from aioproducer.errors import (
     AioProducerError,
-    InvalidRecordError,
     RecordTooLargeError,
     UnknownPartitionError,
     WouldBlockError,
 )
 from aioproducer.network.metadata import MetadataState, TopicInfo
 from aioproducer.partitioner import Partitioner, choose_partition
-from aioproducer.validation import check_headers, check_partition, check_timestamp, check_topic, record_size
+from aioproducer.validation import (
+    check_headers,
+    check_partition,
+    check_timestamp,
+    check_topic,
+    not_a_record,
+    record_size,
+)
 
 __all__ = [
     "LET_THE_LOOP_RUN",
@@ -333,14 +339,6 @@ class Appender:
             raise RecordTooLargeError(f"the record is {size} bytes when serialized, {self._size_limit_message}")
         timestamp_ms = int(time.time() * 1000) if timestamp_ms is None else check_timestamp(timestamp_ms)
         return PreparedRecord(topic, partition, key, value, header_list, size, timestamp_ms)
-
-
-def not_a_record(record: object) -> InvalidRecordError:
-    """What a `send_many` item that is not a ProducerRecord (or another 6-tuple) fails with."""
-    return InvalidRecordError(
-        f"send_many takes ProducerRecords (or 6-tuples: topic, value, key, headers, partition, timestamp_ms), got "
-        f"{type(record).__name__} {repr(record)[:80]}"
-    )
 
 
 def unknown_partition(topic: str, partition: object, info: TopicInfo) -> UnknownPartitionError:

@@ -1,5 +1,5 @@
-"""Many records' outcomes at once: the deliveries of one `send_many` call, and `Producer.wait`'s batch-by-batch
-wait over a list of them.
+"""Many records' outcomes at once: the deliveries of one `send_many` or `enqueue_many` call (`Deliveries`, what
+`enqueue_many` returns), and `Producer.wait`'s batch-by-batch wait over a list of them.
 
 `send_many` and `wait` settle per batch, not per record (one wake-up per batch, as `Delivery` callbacks do), and
 build each record's `RecordMetadata` or error in one pass at the end. The compiled twin of `BulkDeliveries` keeps
@@ -9,13 +9,14 @@ each record as five integers in a C array.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
 from aioproducer.accelerated import compiled_twin
 from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve
+from aioproducer.models import RecordMetadata
 
-__all__ = ["BulkDeliveries", "PureBulkDeliveries", "wait_all"]
+__all__ = ["BulkDeliveries", "Deliveries", "PureBulkDeliveries", "settled_results", "wait_all"]
 
 
 class BulkDeliveries:
@@ -101,12 +102,31 @@ async def wait_all(items: Iterable[Any]) -> list[Any]:
     # what settles them), and a cancelled wait cancels them, as a cancelled gather does.
     gathered = asyncio.gather(*others.values(), return_exceptions=True) if others else None
     try:
-        for outcome in bulk.outcomes():
-            await outcome.wait()  # follows splits to both halves
+        await _settled(bulk)
     except BaseException:
         if gathered is not None:
             gathered.cancel()
         raise
+    results = await _results_in_slices(bulk)
+    if gathered is not None:
+        settled = await gathered
+        for position, result in zip(others, settled, strict=True):
+            results[position] = result
+    return results
+
+
+async def settled_results(bulk: BulkDeliveries) -> list[Any]:
+    """Each record's result once every batch the records went to settled: its RecordMetadata, or its error."""
+    await _settled(bulk)
+    return await _results_in_slices(bulk)
+
+
+async def _settled(bulk: BulkDeliveries) -> None:
+    for outcome in bulk.outcomes():
+        await outcome.wait()  # follows splits to both halves
+
+
+async def _results_in_slices(bulk: BulkDeliveries) -> list[Any]:
     # Built in slices, yielding between them: a caller waiting for a million records holds the loop a few ms at a
     # time, not for the whole list.
     count = len(bulk)
@@ -114,11 +134,39 @@ async def wait_all(items: Iterable[Any]) -> list[Any]:
     for start in range(_RESULTS_PER_SLICE, count, _RESULTS_PER_SLICE):
         await asyncio.sleep(0)
         results += bulk.results(resolve, start, start + _RESULTS_PER_SLICE)
-    if gathered is not None:
-        settled = await gathered
-        for position, result in zip(others, settled, strict=True):
-            results[position] = result
     return results
+
+
+class Deliveries:
+    """The records of one `enqueue_many` call, in order: await it for one result per record, its `RecordMetadata`
+    or the exception it failed with (never raised; a record refused at the call holds its error).
+
+    Awaiting does not hurry sending (`linger_ms` applies, as to `enqueue`'s records; `flush` sends at once). It may
+    be awaited more than once, and `len()` is the number of records. Cancelling an await cancels only the waiting.
+    """
+
+    __slots__ = ("_count", "_results", "_wait")
+
+    def __init__(self, count: int, wait: Callable[[], Awaitable[list[Any]]]) -> None:
+        self._count = count
+        self._wait = wait  # called once, by the first await
+        self._results: asyncio.Future[list[Any]] | None = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __repr__(self) -> str:
+        return f"<Deliveries of {self._count} records>"
+
+    def __await__(self) -> Generator[Any, None, list[RecordMetadata | BaseException]]:
+        return self._await().__await__()
+
+    async def _await(self) -> list[RecordMetadata | BaseException]:
+        results = self._results
+        if results is None or results.cancelled():  # the first await, or the one after a cancelled first
+            results = self._results = asyncio.ensure_future(self._wait())
+        # Shielded: a cancelled await leaves the results coming for the next one.
+        return list(await asyncio.shield(results))
 
 
 # The compiled twin, when built (see aioproducer.accelerated): each record as five integers in one C array rather

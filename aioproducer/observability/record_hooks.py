@@ -8,10 +8,12 @@ path asks `is not None` once per record: without record hooks nothing else is sp
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
+from aioproducer.deliveries.bulk import Deliveries
 from aioproducer.deliveries.delivery import BatchOutcome, Delivery, new_delivery
 from aioproducer.hooks import HookChain
 from aioproducer.models import ProducerRecord, RecordMetadata, record_of
@@ -22,12 +24,15 @@ __all__ = ["RecordHooks"]
 class RecordHooks:
     """The record hooks of one producer (`hooks.wants_records` must hold)."""
 
-    __slots__ = ("_hooks", "_watched")
+    __slots__ = ("_acknowledging", "_hooks", "_watched")
 
     def __init__(self, hooks: HookChain) -> None:
         self._hooks = hooks
         # Buffered records per batch outcome, acknowledged together when the batch settles.
         self._watched: dict[BatchOutcome, list[tuple[ProducerRecord, Delivery]]] = {}
+        # The tasks acknowledging enqueue_many calls' records once they settle (held here: the loop holds tasks
+        # only weakly).
+        self._acknowledging: set[asyncio.Future[list[RecordMetadata | BaseException]]] = set()
 
     def buffering(
         self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
@@ -56,24 +61,66 @@ class RecordHooks:
         send_many: Callable[[list[ProducerRecord]], Awaitable[list[RecordMetadata | BaseException]]],
     ) -> list[RecordMetadata | BaseException]:
         """`send_many` of the records as the hooks leave them; each is acknowledged when the call returns."""
-        hooks = self._hooks
-        given = [r if type(r) is ProducerRecord else record_of(r) for r in records]
-        tokens = hooks.send_many_start(given)
-        batch = [hooks.record_buffered(record) for record in given]
+        tokens, batch = self._many_started(records)
         try:
             results = await send_many(batch)
         except BaseException as exc:
-            for record in batch:
-                hooks.record_acknowledged(record, None, exc)
-            hooks.send_many_end(tokens, [exc] * len(batch))
+            self._many_ended(tokens, batch, [exc] * len(batch))
             raise
+        self._many_ended(tokens, batch, results)
+        return results
+
+    async def around_enqueue_many(
+        self, records: Sequence[Any], enqueue_many: Callable[[list[ProducerRecord]], Awaitable[Deliveries]]
+    ) -> Deliveries:
+        """`enqueue_many` of the records as the hooks leave them; each is acknowledged once all are settled, whether
+        or not the caller awaits the results (a task waits for them)."""
+        tokens, batch = self._many_started(records)
+        try:
+            deliveries = await enqueue_many(batch)
+        except BaseException as exc:
+            self._many_ended(tokens, batch, [exc] * len(batch))
+            raise
+        acknowledged = asyncio.ensure_future(self._acknowledge_many(tokens, batch, deliveries))
+        self._acknowledging.add(acknowledged)
+        acknowledged.add_done_callback(self._acknowledging.discard)
+        return Deliveries(len(deliveries), lambda: acknowledged)
+
+    async def all_acknowledged(self) -> None:
+        """Once every enqueue_many record buffered so far is acknowledged (the producer closing: its records are
+        settled by now, and the hooks close after this)."""
+        while self._acknowledging:
+            await asyncio.gather(*self._acknowledging, return_exceptions=True)
+
+    async def _acknowledge_many(
+        self, tokens: list[Any], batch: list[ProducerRecord], deliveries: Deliveries
+    ) -> list[RecordMetadata | BaseException]:
+        try:
+            results = await deliveries
+        except BaseException as exc:  # the loop is shutting down under the call's records
+            self._many_ended(tokens, batch, [exc] * len(batch))
+            raise
+        self._many_ended(tokens, batch, results)
+        return results
+
+    def _many_started(self, records: Sequence[Any]) -> tuple[list[Any], list[ProducerRecord]]:
+        """The hooks' tokens for a send_many or enqueue_many call, and its records as the hooks leave them."""
+        hooks = self._hooks
+        given = [r if type(r) is ProducerRecord else _as_record(r) for r in records]
+        tokens = hooks.send_many_start(given)
+        return tokens, [hooks.record_buffered(r) if type(r) is ProducerRecord else r for r in given]
+
+    def _many_ended(self, tokens: list[Any], batch: list[ProducerRecord], results: Sequence[Any]) -> None:
+        """Acknowledge each record of a send_many or enqueue_many call with its result, then end the call's hooks."""
+        hooks = self._hooks
         for record, result in zip(batch, results, strict=True):
+            if type(record) is not ProducerRecord:  # not a record: refused at the call, never shown to the hooks
+                continue
             if isinstance(result, BaseException):
                 hooks.record_acknowledged(record, None, result)
             else:
                 hooks.record_acknowledged(record, result, None)
         hooks.send_many_end(tokens, results)
-        return results
 
     def _acknowledge_batch(self, outcome: BatchOutcome) -> None:
         """A watched batch settled (or was split): acknowledge each of its records."""
@@ -100,3 +147,14 @@ class RecordHooks:
 def _acknowledge(hooks: HookChain, record: ProducerRecord, delivery: Delivery) -> None:
     error = delivery.exception()
     hooks.record_acknowledged(record, None if error is not None else delivery.result(), error)
+
+
+def _as_record(item: Any) -> Any:
+    """A send_many item as a ProducerRecord when it is a tuple or list of its fields; anything else as it is, for
+    the appender to refuse in its place."""
+    if isinstance(item, tuple | list):
+        try:
+            return record_of(item)
+        except TypeError:
+            return item
+    return item

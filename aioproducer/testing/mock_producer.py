@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +25,8 @@ from aioproducer.append.appender import PreparedRecord
 from aioproducer.append.table_records import send_table_as_records
 from aioproducer.columnar.reader import ArrowReader
 from aioproducer.config import ProducerConfig
-from aioproducer.deliveries.bulk import BulkDeliveries, wait_all
-from aioproducer.deliveries.delivery import Delivery, resolve
+from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries, settled_results, wait_all
+from aioproducer.deliveries.delivery import Delivery
 from aioproducer.errors import (
     AioProducerError,
     ConfigError,
@@ -61,8 +62,8 @@ _DEFAULT_BOOTSTRAP = "mock:9092"
 
 
 class MockProducer(TransactionalMethods, MockTransactionControls):
-    """The Producer's API (`send`, `enqueue`, `send_many`, `wait`, `flush`, `close`, `partitions_for`, `health`,
-    `metrics`, and the transactional methods) without a broker.
+    """The Producer's API (`send`, `enqueue`, `send_many`, `enqueue_many`, `wait`, `flush`, `close`,
+    `partitions_for`, `health`, `metrics`, and the transactional methods) without a broker.
 
     `topics` maps topic names to partition counts; another topic is created on first use with `default_partitions`
     (Kafka's `num.partitions` default is 1), or refused with `MetadataTimeoutError` at once when
@@ -306,6 +307,11 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
 
     async def send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
         """One result per record, in order: its RecordMetadata, or the exception it failed with."""
+        return await (await self.enqueue_many(records))
+
+    async def enqueue_many(self, records: Iterable[ProducerRecord]) -> Deliveries:
+        """Buffer the records, as `Producer.enqueue_many`: await the returned `Deliveries` for one result per record,
+        its RecordMetadata or the exception it failed with. In manual mode they wait until the test completes them."""
         self._check_running()
         if self._txn is not None:
             self._txn.check_send()
@@ -334,10 +340,7 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
                     except AioProducerError as exc:
                         bulk.add(exc)
             self._remember(given, positions, start, index, bulk)
-        for outcome in bulk.outcomes():
-            await outcome.wait()
-        results: list[RecordMetadata | BaseException] = bulk.results(resolve)
-        return RecordSerializer.merge(results, refused)
+        return Deliveries(len(given), partial(_results_of, bulk, refused))
 
     async def wait(self, deliveries: Iterable[Any]) -> list[RecordMetadata | BaseException]:
         """Wait for many records' deliveries, as `Producer.wait`: one result per item, in order, its RecordMetadata
@@ -461,3 +464,8 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
             raise ProducerClosedError("the producer was not started: use `async with Producer(...)` or `await start()`")
         if self._state != _RUNNING:
             raise ProducerClosedError(f"the producer is {self._state}: no more records can be sent")
+
+
+async def _results_of(bulk: BulkDeliveries, refused: dict[int, AioProducerError]) -> list[Any]:
+    """The results of an enqueue_many call once its records settled, the serializers' refusals in their places."""
+    return RecordSerializer.merge(await settled_results(bulk), refused)

@@ -62,6 +62,8 @@ class Idiom:
     - "callback_nowait": the "nowait" loop with a done-callback per record that checks the outcome;
     - "send_many": aioproducer's `send_many` over chunks of 10 k records, as plain 6-tuples in `ProducerRecord`'s field
       order (the caller's cheapest list);
+    - "enqueue_many": aioproducer's `enqueue_many` over the same chunks, awaiting a call's results once two later
+      calls are outstanding (the wait for one chunk overlaps the next chunks), then flush;
     - "table:pyarrow" / "table:polars": aioproducer's `send_table` over a whole table;
     - "warm" / "cold": the Java producer's send loop (a callback per record) after an untimed pass of the same size
       in the same JVM, or in a fresh JVM;
@@ -95,6 +97,14 @@ IDIOMS: dict[str, Idiom] = {
             "send_many",
             "aioproducer `send_many` (10 k chunks of 6-tuples)",
             ours=True,
+        ),
+        Idiom(
+            "aioproducer.enqueue_many",
+            "aioproducer",
+            "enqueue_many",
+            "aioproducer `enqueue_many` (10 k chunks of 6-tuples, two calls' results outstanding)",
+            ours=True,
+            needs="enqueue_many",
         ),
         Idiom("aioproducer.callback", "aioproducer", "callback", "aioproducer `enqueue` + done-callback", ours=True),
         Idiom(
@@ -202,6 +212,7 @@ ROWS: tuple[Row, ...] = (
         tuple(p for p in _PEERS if p != "java.perf_test"),
     ),
     Row("send_many_100B", "100 B keyless, `send_many`", KEYLESS_100B, "aioproducer.send_many", _PEERS),
+    Row("enqueue_many_100B", "100 B keyless, `enqueue_many`", KEYLESS_100B, "aioproducer.enqueue_many", _PEERS),
     Row(
         "callback_100B",
         "100 B keyless, done-callback per record",

@@ -60,11 +60,12 @@ _MODES = {
     "callback": "callback",
     "callback_nowait": "callback_nowait",
     "send_many": "bulk",
+    "enqueue_many": "bulk_overlap",
     "warm": "loop",
     "cold": "loop",
 }
 # The Python features this build of aioproducer offers that a row may need (rows.Idiom.needs).
-AVAILABLE = frozenset(name for name in ("send_table", "enqueue_nowait") if hasattr(Producer, name))
+AVAILABLE = frozenset(name for name in ("send_table", "enqueue_nowait", "enqueue_many") if hasattr(Producer, name))
 
 
 def process_cpu_s(pid: int | None) -> float:

@@ -31,7 +31,18 @@ __all__ = [
 ]
 
 Mode = Literal[
-    "loop", "nowait", "bulk", "rate", "idle", "lag", "memory", "idiom", "callback", "callback_nowait", "table"
+    "loop",
+    "nowait",
+    "bulk",
+    "bulk_overlap",
+    "rate",
+    "idle",
+    "lag",
+    "memory",
+    "idiom",
+    "callback",
+    "callback_nowait",
+    "table",
 ]
 
 PYTHON_CLIENTS = ("aioproducer", "aiokafka", "confluent_aio", "confluent_sync", "kafka_python")
@@ -59,6 +70,8 @@ BOTH_BROKERS = BROKERS
 LINGER_MS = 5
 DISTINCT_KEYS = 10_000
 BULK_CHUNK = 10_000
+# enqueue_many's idiom: how many calls' results may be outstanding before the caller awaits the oldest.
+OVERLAP_CALLS = 2
 _POOL = 1024  # distinct payloads cycled through: enough that no client can cache one value
 
 

@@ -1,0 +1,145 @@
+"""`enqueue_many`: many records buffered in order by one call, their results awaited later through `Deliveries`, so
+that one call's wait overlaps the next calls (`send_many` is the same call followed by the wait)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from aioproducer import Deliveries, Producer, ProducerRecord, RecordMetadata
+from aioproducer.errors import InvalidRecordError, ProducerClosedError
+from aioproducer.testing import ConsumedRecord, MockCluster, MockProducer, read_back
+
+FAST = {"linger_ms": 1, "retry_backoff_ms": 10, "reconnect_backoff_ms": 20, "max_block_ms": 5000}
+
+
+async def test_calls_made_one_after_another_keep_their_order_and_their_results_overlap(
+    bootstrap: str, topic_factory: Callable[..., str], read_back_records: Callable[..., list[ConsumedRecord]]
+) -> None:
+    topic = topic_factory(partitions=1)
+    chunks = [[(topic, b"%d-%04d" % (call, i), None, None, None, None) for i in range(2000)] for call in range(5)]
+    async with Producer(bootstrap, **FAST) as producer:
+        pending = [await producer.enqueue_many(chunk) for chunk in chunks]  # no wait between the calls
+        assert [len(d) for d in pending] == [2000] * 5
+        results = [await deliveries for deliveries in pending]
+    offsets = [r.offset for chunk in results for r in chunk if isinstance(r, RecordMetadata)]
+    assert offsets == list(range(10_000)), "a call's records are out of order, or a result is another record's"
+    assert [r.value for r in read_back_records(topic)] == [record[1] for chunk in chunks for record in chunk]
+
+
+async def test_a_bad_record_fails_only_itself_in_its_place(mock_cluster: MockCluster) -> None:
+    mock_cluster.create_topic("t", 2)
+    async with Producer(mock_cluster.bootstrap_servers, **FAST) as producer:
+        deliveries = await producer.enqueue_many(
+            [
+                ProducerRecord("t", b"first"),
+                ProducerRecord("t", "not bytes"),  # type: ignore[arg-type]
+                ProducerRecord("t", b"third", partition=1),
+                "not a record",  # type: ignore[list-item]
+            ]
+        )
+        first, bad_value, third, not_a_record = await deliveries
+    assert isinstance(first, RecordMetadata) and isinstance(third, RecordMetadata) and third.partition == 1
+    assert isinstance(bad_value, InvalidRecordError) and isinstance(not_a_record, InvalidRecordError)
+    assert sorted(r.value or b"" for r in read_back(mock_cluster.bootstrap_servers, "t")) == [b"first", b"third"]
+
+
+async def test_a_record_the_serializer_refuses_holds_its_error_in_its_place(mock_cluster: MockCluster) -> None:
+    async def serialize(value: Any) -> bytes:  # async: run before the appender, refusing records from the list
+        if value == "refuse":
+            raise ValueError("no")
+        return str(value).encode()
+
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, value_serializer=serialize, **FAST) as producer:
+        deliveries = await producer.enqueue_many([ProducerRecord("t", v) for v in ("a", "refuse", "b")])
+        assert len(deliveries) == 3
+        a, refused, b = await deliveries
+    assert isinstance(refused, InvalidRecordError) and "no" in str(refused)
+    assert isinstance(a, RecordMetadata) and isinstance(b, RecordMetadata) and (a.offset, b.offset) == (0, 1)
+
+
+async def test_a_cancelled_await_leaves_the_results_coming_for_the_next(mock_cluster: MockCluster) -> None:
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, **FAST) as producer:
+        await producer.send("t", b"warm-up")
+        mock_cluster.set_broker_rtt(1, 300)
+        deliveries = await producer.enqueue_many([ProducerRecord("t", b"%d" % i) for i in range(10)])
+        assert repr(deliveries) == "<Deliveries of 10 records>"
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(deliveries, 0.05)
+        first = await deliveries
+        again = await deliveries
+    assert [r.offset for r in first] == list(range(1, 11))  # type: ignore[union-attr]
+    assert again == first and again is not first  # each await gets its own list
+
+
+async def test_records_whose_results_nobody_awaits_are_delivered_and_acknowledged_to_the_hooks_before_they_close(
+    mock_cluster: MockCluster,
+) -> None:
+    """The hooks hear of each record of an enqueue_many call once it is settled, though the caller never awaits the
+    results, and before the producer closes them."""
+    acknowledged: list[tuple[bytes, RecordMetadata | None]] = []
+    calls: list[tuple[str, int]] = []
+
+    class Hook:
+        closed = False
+
+        def on_record_acknowledged(self, record: ProducerRecord, metadata: Any, error: Any) -> None:
+            assert not self.closed, "a record acknowledged after the hooks closed"
+            acknowledged.append((record.value, metadata))
+
+        def on_send_many_start(self, records: list[ProducerRecord]) -> int:
+            calls.append(("start", len(records)))
+            return len(records)
+
+        def on_send_many_end(self, token: int, results: list[Any]) -> None:
+            calls.append(("end", token))
+
+        def close(self) -> None:
+            self.closed = True
+
+    hook = Hook()
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, hooks=[hook], linger_ms=200) as producer:
+        await producer.enqueue_many([("t", b"%d" % i, None, None, None, None) for i in range(100)])
+    assert hook.closed
+    assert calls == [("start", 100), ("end", 100)]
+    assert [value for value, _ in acknowledged] == [b"%d" % i for i in range(100)]
+    assert [m.offset for _, m in acknowledged] == list(range(100))  # type: ignore[union-attr]
+    assert len(read_back(mock_cluster.bootstrap_servers, "t")) == 100
+
+
+async def test_close_fails_what_it_could_not_deliver_and_every_result_resolves(mock_cluster: MockCluster) -> None:
+    mock_cluster.create_topic("t", 1)
+    producer = Producer(mock_cluster.bootstrap_servers, linger_ms=0, retry_backoff_ms=10, reconnect_backoff_ms=20)
+    await producer.start()
+    await producer.send("t", b"warm-up")
+    for broker in (1, 2, 3):
+        mock_cluster.set_broker_down(broker)
+    deliveries = await producer.enqueue_many([ProducerRecord("t", b"x" * 100) for _ in range(50)])
+    started = time.monotonic()
+    await asyncio.wait_for(producer.close(timeout=0.2), 10)
+    results = await asyncio.wait_for(deliveries, 5)
+    assert Counter(type(r) for r in results) == {ProducerClosedError: 50}
+    assert time.monotonic() - started < 5
+    with pytest.raises(ProducerClosedError):
+        await producer.enqueue_many([ProducerRecord("t", b"late")])
+
+
+async def test_the_mock_producer_waits_until_the_test_completes_the_records() -> None:
+    async with MockProducer(auto_complete=False) as mock:
+        deliveries = await mock.enqueue_many([ProducerRecord("t", b"a"), ProducerRecord("t", b"b")])
+        assert isinstance(deliveries, Deliveries) and len(deliveries) == 2
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(deliveries, 0.05)
+        mock.complete_next()
+        mock.complete_next()
+        results = await asyncio.wait_for(deliveries, 1)
+    assert [r.offset for r in results] == [0, 1]  # type: ignore[union-attr]
+    assert [r.value for r in mock.history()] == [b"a", b"b"]
