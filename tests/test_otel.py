@@ -156,6 +156,32 @@ async def test_send_many_gets_a_client_span_over_create_spans(
     assert all(s.end_time <= batch.end_time for s in creates)
 
 
+async def test_enqueue_many_gets_a_client_span_that_ends_and_does_not_parent_later_records(
+    bootstrap: str, topic_factory: Callable[..., str], telemetry: Telemetry
+) -> None:
+    """The hooks ended an enqueue_many call in another task than the one that started it: the hook's context
+    variable could not be reset there, so the CLIENT span never ended, and the caller's later records were made
+    `create` spans under it."""
+    topic = topic_factory(partitions=2)
+    async with Producer(bootstrap, hooks=[telemetry.hook()], **FAST) as producer:
+        deliveries = await producer.enqueue_many([ProducerRecord(topic, b"%d" % i) for i in range(5)])
+        alone = await producer.send(topic, b"after")
+        results = await deliveries
+        errors = producer.metrics().producer["hook-error-total"]
+    assert errors == 0
+    spans = telemetry.spans.get_finished_spans()
+    (batch,) = [s for s in spans if s.kind == SpanKind.CLIENT]
+    creates = [s for s in spans if s.name == f"create {topic}"]
+    (sent,) = [s for s in spans if s.name == f"send {topic}" and s.kind == SpanKind.PRODUCER]
+    assert batch.attributes["messaging.batch.message_count"] == 5
+    assert len(creates) == 5 and all(
+        s.parent is not None and s.parent.span_id == batch.context.span_id for s in creates
+    )
+    assert sent.parent is None or sent.parent.span_id != batch.context.span_id
+    assert sent.attributes["messaging.kafka.offset"] == alone.offset
+    assert sorted(s.attributes["messaging.kafka.offset"] for s in creates) == sorted(r.offset for r in results)  # type: ignore[union-attr]
+
+
 async def test_unsampled_records_are_delivered_without_span_attributes(
     bootstrap: str, topic_factory: Callable[..., str]
 ) -> None:

@@ -9,6 +9,7 @@ path asks `is not None` once per record: without record hooks nothing else is sp
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
@@ -75,13 +76,17 @@ class RecordHooks:
     ) -> Deliveries:
         """`enqueue_many` of the records as the hooks leave them; each is acknowledged once all are settled, whether
         or not the caller awaits the results (a task waits for them)."""
-        tokens, batch = self._many_started(records)
+        # The call's hooks start and end in a context of their own: they end in another task than the caller's, and
+        # what a hook sets for the call's records (the OpenTelemetry hook's current CLIENT span, a context variable)
+        # must be reset where it was set, and must not outlive the call in the caller's context.
+        call_context = contextvars.copy_context()
+        tokens, batch = call_context.run(self._many_started, records)
         try:
             deliveries = await enqueue_many(batch)
         except BaseException as exc:
-            self._many_ended(tokens, batch, [exc] * len(batch))
+            call_context.run(self._many_ended, tokens, batch, [exc] * len(batch))
             raise
-        acknowledged = asyncio.ensure_future(self._acknowledge_many(tokens, batch, deliveries))
+        acknowledged = asyncio.ensure_future(self._acknowledge_many(call_context, tokens, batch, deliveries))
         self._acknowledging.add(acknowledged)
         acknowledged.add_done_callback(self._acknowledging.discard)
         return Deliveries(len(deliveries), lambda: acknowledged)
@@ -93,14 +98,14 @@ class RecordHooks:
             await asyncio.gather(*self._acknowledging, return_exceptions=True)
 
     async def _acknowledge_many(
-        self, tokens: list[Any], batch: list[ProducerRecord], deliveries: Deliveries
+        self, call_context: contextvars.Context, tokens: list[Any], batch: list[ProducerRecord], deliveries: Deliveries
     ) -> list[RecordMetadata | BaseException]:
         try:
             results = await deliveries
         except BaseException as exc:  # the loop is shutting down under the call's records
-            self._many_ended(tokens, batch, [exc] * len(batch))
+            call_context.run(self._many_ended, tokens, batch, [exc] * len(batch))
             raise
-        self._many_ended(tokens, batch, results)
+        call_context.run(self._many_ended, tokens, batch, results)
         return results
 
     def _many_started(self, records: Sequence[Any]) -> tuple[list[Any], list[ProducerRecord]]:
