@@ -601,7 +601,7 @@ class Producer(TableMethods, TransactionalMethods):
                 # Let the sender and other tasks run during a long call (keeps event-loop lag low).
                 appender.yielded()
                 await asyncio.sleep(0)
-        return Deliveries(len(bulk) + len(refused or ()), partial(_results_of, bulk, refused))
+        return Deliveries(len(bulk) + len(refused or ()), partial(settled_results, bulk, refused))
 
     def _raise_unless_running(self) -> None:
         if self._state != _RUNNING:
@@ -785,12 +785,6 @@ class Producer(TableMethods, TransactionalMethods):
 # Producer.enqueue_nowait as this module defines it (see Producer._enter).
 _GENERAL_ENQUEUE_NOWAIT = Producer.enqueue_nowait
 _GENERAL_ENQUEUE = Producer.enqueue
-
-
-async def _results_of(bulk: BulkDeliveries, refused: dict[int, AioProducerError] | None) -> list[Any]:
-    """The results of an enqueue_many call once its records settled, the serializers' refusals in their places."""
-    results = await settled_results(bulk)
-    return RecordSerializer.merge(results, refused) if refused else results
 
 
 def _load_sink(cfg: ProducerConfig, partitioner: Partitioner) -> Any:

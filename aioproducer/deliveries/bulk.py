@@ -9,12 +9,13 @@ each record as five integers in a C array.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Generator, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aioproducer.accelerated import compiled_twin
 from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve
 from aioproducer.models import RecordMetadata
+from aioproducer.serializers import RecordSerializer
 
 __all__ = ["BulkDeliveries", "Deliveries", "PureBulkDeliveries", "settled_results", "wait_all"]
 
@@ -115,10 +116,12 @@ async def wait_all(items: Iterable[Any]) -> list[Any]:
     return results
 
 
-async def settled_results(bulk: BulkDeliveries) -> list[Any]:
-    """Each record's result once every batch the records went to settled: its RecordMetadata, or its error."""
+async def settled_results(bulk: BulkDeliveries, refused: Mapping[int, BaseException] | None = None) -> list[Any]:
+    """Each record's result once every batch the records went to settled: its RecordMetadata, or its error; with
+    the serializers' refusals (by position in the call's list, those records not in `bulk`) back in their places."""
     await _settled(bulk)
-    return await _results_in_slices(bulk)
+    results = await _results_in_slices(bulk)
+    return RecordSerializer.merge(results, refused) if refused else results
 
 
 async def _settled(bulk: BulkDeliveries) -> None:

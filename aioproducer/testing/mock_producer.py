@@ -340,7 +340,7 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
                     except AioProducerError as exc:
                         bulk.add(exc)
             self._remember(given, positions, start, index, bulk)
-        return Deliveries(len(given), partial(_results_of, bulk, refused))
+        return Deliveries(len(given), partial(settled_results, bulk, refused))
 
     async def wait(self, deliveries: Iterable[Any]) -> list[RecordMetadata | BaseException]:
         """Wait for many records' deliveries, as `Producer.wait`: one result per item, in order, its RecordMetadata
@@ -464,8 +464,3 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
             raise ProducerClosedError("the producer was not started: use `async with Producer(...)` or `await start()`")
         if self._state != _RUNNING:
             raise ProducerClosedError(f"the producer is {self._state}: no more records can be sent")
-
-
-async def _results_of(bulk: BulkDeliveries, refused: dict[int, AioProducerError]) -> list[Any]:
-    """The results of an enqueue_many call once its records settled, the serializers' refusals in their places."""
-    return RecordSerializer.merge(await settled_results(bulk), refused)
