@@ -138,6 +138,9 @@ class HookChain:
     def __init__(self, hooks: Iterable[Any], count_error: Callable[[], None] = lambda: None) -> None:
         self.hooks = tuple(hooks)
         self._count_error = count_error
+        # Once closed, record events still to come (records settled after the producer's close: a call that was
+        # still in an async serializer) reach no hook, as Java calls no interceptor after close().
+        self._closed = False
         found = {name: [getattr(h, name) for h in self.hooks if callable(getattr(h, name, None))] for name in EVENTS}
         self._buffered = found["on_record_buffered"]
         self._acknowledged = found["on_record_acknowledged"]
@@ -162,6 +165,8 @@ class HookChain:
 
     # -- record events ------------------------------------------------------------------------------------------
     def record_buffered(self, record: ProducerRecord) -> ProducerRecord:
+        if self._closed:
+            return record
         for method in self._buffered:
             try:
                 changed = method(record)
@@ -175,6 +180,8 @@ class HookChain:
     def record_acknowledged(
         self, record: ProducerRecord, metadata: RecordMetadata | None, error: BaseException | None
     ) -> None:
+        if self._closed:
+            return
         for method in self._acknowledged:
             try:
                 method(record, metadata, error)
@@ -182,6 +189,8 @@ class HookChain:
                 self._failed(method)
 
     def send_many_start(self, records: Sequence[ProducerRecord]) -> list[Any]:
+        if self._closed:
+            return [None] * len(self._many)
         tokens: list[Any] = []
         for start, _ in self._many:
             token = None
@@ -194,6 +203,8 @@ class HookChain:
         return tokens
 
     def send_many_end(self, tokens: Sequence[Any], results: Sequence[Any]) -> None:
+        if self._closed:
+            return
         for (_, end), token in zip(self._many, tokens, strict=True):
             if end is not None:
                 try:
@@ -234,6 +245,7 @@ class HookChain:
             self._each(self._transaction, event, detail)
 
     def close(self) -> None:
+        self._closed = True
         for hook in self.hooks:
             close = getattr(hook, "close", None)
             if callable(close):

@@ -526,9 +526,7 @@ class Producer(TableMethods, TransactionalMethods):
         while the call is buffering, the records not yet buffered fail with ProducerClosedError.
         """
         if self._record_hooks is not None:
-            return await self._record_hooks.around_send_many(
-                records if isinstance(records, Sequence) else list(records), self._send_many
-            )
+            return await self._record_hooks.around_send_many(_listed(records), self._send_many)
         return await self._send_many(records)
 
     async def enqueue_many(self, records: Iterable[ProducerRecord]) -> Deliveries:
@@ -543,9 +541,7 @@ class Producer(TableMethods, TransactionalMethods):
         are still delivered.
         """
         if self._record_hooks is not None:
-            return await self._record_hooks.around_enqueue_many(
-                records if isinstance(records, Sequence) else list(records), self._enqueue_many
-            )
+            return await self._record_hooks.around_enqueue_many(_listed(records), self._enqueue_many)
         return await self._enqueue_many(records)
 
     async def _send_many(
@@ -563,12 +559,7 @@ class Producer(TableMethods, TransactionalMethods):
             raise self._closed_error()
         if self._txn is not None:
             self._txn.check_send()
-        try:
-            batch = records if isinstance(records, Sequence) else list(records)
-        except TypeError:
-            raise InvalidRecordError(
-                f"send_many and enqueue_many take an iterable of ProducerRecords, got {type(records).__name__}"
-            ) from None
+        batch: Sequence[Any] = _listed(records)
         refused = None
         if appender is None:
             appender = self._appender
@@ -785,6 +776,16 @@ class Producer(TableMethods, TransactionalMethods):
 # Producer.enqueue_nowait as this module defines it (see Producer._enter).
 _GENERAL_ENQUEUE_NOWAIT = Producer.enqueue_nowait
 _GENERAL_ENQUEUE = Producer.enqueue
+
+
+def _listed(records: Iterable[ProducerRecord]) -> Sequence[ProducerRecord]:
+    """send_many's or enqueue_many's records as a sequence; InvalidRecordError for an argument that is not iterable."""
+    try:
+        return records if isinstance(records, Sequence) else list(records)
+    except TypeError:
+        raise InvalidRecordError(
+            f"send_many and enqueue_many take an iterable of ProducerRecords, got {type(records).__name__}"
+        ) from None
 
 
 def _load_sink(cfg: ProducerConfig, partitioner: Partitioner) -> Any:

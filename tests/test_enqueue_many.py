@@ -143,3 +143,71 @@ async def test_the_mock_producer_waits_until_the_test_completes_the_records() ->
         results = await asyncio.wait_for(deliveries, 1)
     assert [r.offset for r in results] == [0, 1]  # type: ignore[union-attr]
     assert [r.value for r in mock.history()] == [b"a", b"b"]
+
+
+class _Watcher:
+    """Records every record event with whether the hooks were closed when it came; reads each record's topic at
+    the call's start, as the OpenTelemetry hook does."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, bool]] = []
+        self.closed = False
+
+    def on_record_acknowledged(self, record: ProducerRecord, metadata: Any, error: Any) -> None:
+        self.events.append(("acknowledged", self.closed))
+
+    def on_send_many_start(self, records: list[ProducerRecord]) -> set[str]:
+        self.events.append(("start", self.closed))
+        return {record.topic for record in records}
+
+    def on_send_many_end(self, token: set[str], results: list[Any]) -> None:
+        self.events.append(("end", self.closed))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("call", ["send_many", "enqueue_many"])
+async def test_no_hook_hears_of_a_record_after_the_hooks_closed(mock_cluster: MockCluster, call: str) -> None:
+    """A call still in its async serializer when close() ran finished after the hooks were closed, and the hooks
+    were then told of its records' outcome (and the call's end): Java calls no interceptor after close()."""
+    gate = asyncio.Event()
+
+    async def held(value: bytes) -> bytes:
+        await gate.wait()
+        return value
+
+    watcher = _Watcher()
+    mock_cluster.create_topic("t", 1)
+    producer = Producer(mock_cluster.bootstrap_servers, value_serializer=held, hooks=[watcher], **FAST)
+    await producer.start()
+    running = asyncio.ensure_future(getattr(producer, call)([ProducerRecord("t", b"x")]))
+    await asyncio.sleep(0.05)
+    await asyncio.wait_for(producer.close(), 10)
+    gate.set()
+    outcome = await asyncio.wait_for(running, 5)
+    results = await asyncio.wait_for(outcome, 5) if call == "enqueue_many" else outcome
+    await asyncio.sleep(0.05)  # the acknowledging task, had there been one, has run
+    assert [type(r) for r in results] == [ProducerClosedError]
+    assert watcher.closed and watcher.events[0] == ("start", False)
+    assert not [event for event, closed in watcher.events if closed], watcher.events
+
+
+@pytest.mark.parametrize("call", ["send_many", "enqueue_many"])
+async def test_an_item_that_is_not_a_record_does_not_break_the_calls_hooks(
+    mock_cluster: MockCluster, call: str
+) -> None:
+    """The hooks' call start was given every item, records or not, and a hook reading each record's topic (as the
+    OpenTelemetry hook does) raised on the item that was not one, losing the call's span."""
+    watcher = _Watcher()
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, hooks=[watcher], **FAST) as producer:
+        items: list[Any] = [ProducerRecord("t", b"a"), 5]
+        outcome = await getattr(producer, call)(items)
+        results = await outcome if call == "enqueue_many" else outcome
+        errors = producer.metrics().producer["hook-error-total"]
+        with pytest.raises(InvalidRecordError, match="iterable of ProducerRecords, got int"):
+            await getattr(producer, call)(5)
+    assert [type(r).__name__ for r in results] == ["RecordMetadata", "InvalidRecordError"]
+    assert errors == 0
+    assert [event for event, _ in watcher.events].count("acknowledged") == 1

@@ -112,7 +112,7 @@ class RecordHooks:
         """The hooks' tokens for a send_many or enqueue_many call, and its records as the hooks leave them."""
         hooks = self._hooks
         given = [r if type(r) is ProducerRecord else _as_record(r) for r in records]
-        tokens = hooks.send_many_start(given)
+        tokens = hooks.send_many_start([r for r in given if type(r) is ProducerRecord])  # the items that are records
         return tokens, [hooks.record_buffered(r) if type(r) is ProducerRecord else r for r in given]
 
     def _many_ended(self, tokens: list[Any], batch: list[ProducerRecord], results: Sequence[Any]) -> None:
