@@ -15,7 +15,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from functools import partial
 from types import MethodType, TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +30,10 @@ from aioproducer.append.table_appender import TableAppender
 from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.buffer.memory import MemoryWaiters
 from aioproducer.config import ProducerConfig
-from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries, settled_results, wait_all
+from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries, wait_all
 from aioproducer.deliveries.delivery import BatchOutcome, Delivery, track_again
 from aioproducer.errors import (
     AioProducerError,
-    InvalidRecordError,
     KafkaTimeoutError,
     ProducerClosedError,
     TransactionFatalError,
@@ -61,7 +59,7 @@ from aioproducer.settings import ProducerSettings
 from aioproducer.transactions.api import TransactionalMethods
 from aioproducer.transactions.manager import BatchHooks, TransactionManager
 from aioproducer.transactions.state import State as TransactionPhase
-from aioproducer.validation import check_topic
+from aioproducer.validation import check_topic, listed_records
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from 3.11; only type checkers read it
@@ -526,7 +524,7 @@ class Producer(TableMethods, TransactionalMethods):
         while the call is buffering, the records not yet buffered fail with ProducerClosedError.
         """
         if self._record_hooks is not None:
-            return await self._record_hooks.around_send_many(_listed(records), self._send_many)
+            return await self._record_hooks.around_send_many(listed_records(records), self._send_many)
         return await self._send_many(records)
 
     async def enqueue_many(self, records: Iterable[ProducerRecord]) -> Deliveries:
@@ -541,7 +539,7 @@ class Producer(TableMethods, TransactionalMethods):
         are still delivered.
         """
         if self._record_hooks is not None:
-            return await self._record_hooks.around_enqueue_many(_listed(records), self._enqueue_many)
+            return await self._record_hooks.around_enqueue_many(listed_records(records), self._enqueue_many)
         return await self._enqueue_many(records)
 
     async def _send_many(
@@ -551,7 +549,7 @@ class Producer(TableMethods, TransactionalMethods):
         deliveries = await self._enqueue_many(records, appender)
         # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
         self._send_buffered_now()
-        return await deliveries
+        return await deliveries.settled()  # bare, not shielded: nobody else holds this call's Deliveries
 
     async def _enqueue_many(self, records: Iterable[ProducerRecord], appender: Appender | None = None) -> Deliveries:
         """enqueue_many's work (and send_many's buffering); `appender` as for `_send_many`."""
@@ -559,7 +557,7 @@ class Producer(TableMethods, TransactionalMethods):
             raise self._closed_error()
         if self._txn is not None:
             self._txn.check_send()
-        batch: Sequence[Any] = _listed(records)
+        batch: Sequence[Any] = listed_records(records)
         refused = None
         if appender is None:
             appender = self._appender
@@ -592,7 +590,7 @@ class Producer(TableMethods, TransactionalMethods):
                 # Let the sender and other tasks run during a long call (keeps event-loop lag low).
                 appender.yielded()
                 await asyncio.sleep(0)
-        return Deliveries(len(bulk) + len(refused or ()), partial(settled_results, bulk, refused))
+        return Deliveries(bulk, refused)
 
     def _raise_unless_running(self) -> None:
         if self._state != _RUNNING:
@@ -776,16 +774,6 @@ class Producer(TableMethods, TransactionalMethods):
 # Producer.enqueue_nowait as this module defines it (see Producer._enter).
 _GENERAL_ENQUEUE_NOWAIT = Producer.enqueue_nowait
 _GENERAL_ENQUEUE = Producer.enqueue
-
-
-def _listed(records: Iterable[ProducerRecord]) -> Sequence[ProducerRecord]:
-    """send_many's or enqueue_many's records as a sequence; InvalidRecordError for an argument that is not iterable."""
-    try:
-        return records if isinstance(records, Sequence) else list(records)
-    except TypeError:
-        raise InvalidRecordError(
-            f"send_many and enqueue_many take an iterable of ProducerRecords, got {type(records).__name__}"
-        ) from None
 
 
 def _load_sink(cfg: ProducerConfig, partitioner: Partitioner) -> Any:

@@ -7,7 +7,8 @@ the rules: the compiled appender may accept the common case inline, and calls th
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from aioproducer.errors import InvalidRecordError, UnknownPartitionError
 from aioproducer.records.layout import INT64_MAX, MAX_RECORD_OVERHEAD
@@ -19,6 +20,7 @@ __all__ = [
     "check_partition",
     "check_timestamp",
     "check_topic",
+    "listed_records",
     "not_a_record",
     "record_size",
 ]
@@ -111,3 +113,13 @@ def not_a_record(record: object) -> InvalidRecordError:
         f"send_many takes ProducerRecords (or 6-tuples: topic, value, key, headers, partition, timestamp_ms), got "
         f"{type(record).__name__} {repr(record)[:80]}"
     )
+
+
+def listed_records(records: Iterable[Any]) -> Sequence[Any]:
+    """A `send_many` or `enqueue_many` argument as a sequence; InvalidRecordError for one that is not iterable."""
+    try:
+        return records if isinstance(records, Sequence) else list(records)
+    except TypeError:
+        raise InvalidRecordError(
+            f"send_many and enqueue_many take an iterable of ProducerRecords, got {type(records).__name__}"
+        ) from None

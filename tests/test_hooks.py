@@ -75,7 +75,7 @@ async def test_every_hook_event_reports_what_happened(
     hook = Recorder()
     async with Producer(bootstrap, hooks=[hook], **FAST) as producer:
         first = await producer.send(topic, b"one", key=b"k")
-        results = await producer.send_many([ProducerRecord(topic, b"two"), (topic, b"three")])
+        results = await producer.send_many([ProducerRecord(topic, b"two"), (topic, b"three", None, None, None, None)])
         with pytest.raises(UnknownPartitionError):
             await producer.send(topic, b"nowhere", partition=99)
     assert hook.closed

@@ -9,7 +9,8 @@ each record as five integers in a C array.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from aioproducer.accelerated import compiled_twin
@@ -17,7 +18,7 @@ from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve
 from aioproducer.models import RecordMetadata
 from aioproducer.serializers import RecordSerializer
 
-__all__ = ["BulkDeliveries", "Deliveries", "PureBulkDeliveries", "settled_results", "wait_all"]
+__all__ = ["BulkDeliveries", "Deliveries", "PureBulkDeliveries", "wait_all"]
 
 
 class BulkDeliveries:
@@ -116,14 +117,6 @@ async def wait_all(items: Iterable[Any]) -> list[Any]:
     return results
 
 
-async def settled_results(bulk: BulkDeliveries, refused: Mapping[int, BaseException] | None = None) -> list[Any]:
-    """Each record's result once every batch the records went to settled: its RecordMetadata, or its error; with
-    the serializers' refusals (by position in the call's list, those records not in `bulk`) back in their places."""
-    await _settled(bulk)
-    results = await _results_in_slices(bulk)
-    return RecordSerializer.merge(results, refused) if refused else results
-
-
 async def _settled(bulk: BulkDeliveries) -> None:
     for outcome in bulk.outcomes():
         await outcome.wait()  # follows splits to both halves
@@ -148,12 +141,17 @@ class Deliveries:
     be awaited more than once, and `len()` is the number of records. Cancelling an await cancels only the waiting.
     """
 
-    __slots__ = ("_count", "_results", "_wait")
+    __slots__ = ("_bulk", "_count", "_pending", "_refused", "_results")
 
-    def __init__(self, count: int, wait: Callable[[], Awaitable[list[Any]]]) -> None:
-        self._count = count
-        self._wait = wait  # called once, by the first await
+    def __init__(self, bulk: BulkDeliveries, refused: Mapping[int, BaseException] | None = None) -> None:
+        self._bulk: BulkDeliveries | None = bulk
+        # The serializers' refusals by position in the call's list (those records are not in `bulk`).
+        self._refused = refused
+        self._count = len(bulk) + len(refused or ())
+        # Settled by the batch outcomes' waiters and loop callbacks, never by a task: a shutdown handler that
+        # cancels every task cannot cancel it (nor the record hooks' acknowledgement, which waits on it).
         self._results: asyncio.Future[list[Any]] | None = None
+        self._pending = 0  # batch outcomes not settled yet, while the results wait for them
 
     def __len__(self) -> int:
         return self._count
@@ -165,11 +163,56 @@ class Deliveries:
         return self._await().__await__()
 
     async def _await(self) -> list[RecordMetadata | BaseException]:
+        # Shielded: a cancelled await leaves the results coming for the next one. A copy: each await's list is its own.
+        return list(await asyncio.shield(self.settled()))
+
+    def settled(self) -> asyncio.Future[list[Any]]:
+        """The future of the results, set once every batch the records went to settled. Watching starts at the
+        first call; once the results are built the records' handles are let go (a kept `Deliveries` holds only its
+        list). Not for the caller to cancel (`send_many` alone awaits it bare: nobody else holds it)."""
         results = self._results
-        if results is None or results.cancelled():  # the first await, or the one after a cancelled first
-            results = self._results = asyncio.ensure_future(self._wait())
-        # Shielded: a cancelled await leaves the results coming for the next one.
-        return list(await asyncio.shield(results))
+        if results is None:
+            results = self._results = asyncio.get_running_loop().create_future()
+            bulk = self._bulk
+            assert bulk is not None  # let go only once the results are built, after this future was made
+            self._pending = 1  # held until every outcome is watched, so none settling meanwhile ends the wait early
+            for outcome in bulk.outcomes():
+                self._watch(outcome)
+            self._outcome_settled(None)
+        return results
+
+    def _watch(self, outcome: BatchOutcome) -> None:
+        if outcome.done:
+            return
+        if outcome.first is not None and outcome.second is not None:  # split (MESSAGE_TOO_LARGE): watch both halves
+            self._watch(outcome.first)
+            self._watch(outcome.second)
+            return
+        self._pending += 1
+        outcome.add_waiter(partial(self._outcome_settled, outcome))
+
+    def _outcome_settled(self, outcome: BatchOutcome | None) -> None:
+        if outcome is not None:
+            self._watch(outcome)  # a split outcome is not settled: its halves are watched now
+        self._pending -= 1
+        if self._pending == 0:
+            # Built from a loop callback rather than inside the sender's settling, which called this.
+            asyncio.get_running_loop().call_soon(self._build_results, [], 0)
+
+    def _build_results(self, results: list[Any], start: int) -> None:
+        # Built in slices, one loop callback each: a caller waiting for a million records holds the loop a few ms at
+        # a time, not for the whole list.
+        future, bulk = self._results, self._bulk
+        assert future is not None and bulk is not None
+        if future.done():  # cancelled by send_many's caller: nobody is waiting
+            return
+        stop = start + _RESULTS_PER_SLICE
+        results += bulk.results(resolve, start, stop)
+        if stop < len(bulk):
+            asyncio.get_running_loop().call_soon(self._build_results, results, stop)
+            return
+        refused, self._bulk, self._refused = self._refused, None, None
+        future.set_result(RecordSerializer.merge(results, refused) if refused else results)
 
 
 # The compiled twin, when built (see aioproducer.accelerated): each record as five integers in one C array rather

@@ -17,7 +17,7 @@ from typing import Any
 from aioproducer.deliveries.bulk import Deliveries
 from aioproducer.deliveries.delivery import BatchOutcome, Delivery, new_delivery
 from aioproducer.hooks import HookChain
-from aioproducer.models import ProducerRecord, RecordMetadata, record_of
+from aioproducer.models import ProducerRecord, RecordMetadata
 
 __all__ = ["RecordHooks"]
 
@@ -31,9 +31,8 @@ class RecordHooks:
         self._hooks = hooks
         # Buffered records per batch outcome, acknowledged together when the batch settles.
         self._watched: dict[BatchOutcome, list[tuple[ProducerRecord, Delivery]]] = {}
-        # The tasks acknowledging enqueue_many calls' records once they settle (held here: the loop holds tasks
-        # only weakly).
-        self._acknowledging: set[asyncio.Future[list[RecordMetadata | BaseException]]] = set()
+        # One future per enqueue_many call whose records are not acknowledged yet, set once they are.
+        self._acknowledging: set[asyncio.Future[None]] = set()
 
     def buffering(
         self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
@@ -86,27 +85,39 @@ class RecordHooks:
         except BaseException as exc:
             call_context.run(self._many_ended, tokens, batch, [exc] * len(batch))
             raise
-        acknowledged = asyncio.ensure_future(self._acknowledge_many(call_context, tokens, batch, deliveries))
+        # Acknowledged from the results' own settling (batch outcomes' waiters and loop callbacks), not by a task a
+        # shutdown handler cancelling every task could cancel; registered before the caller can await, so the hooks
+        # hear of each record before the caller's await returns (as Java's onAcknowledgement runs before callbacks).
+        acknowledged = asyncio.get_running_loop().create_future()
         self._acknowledging.add(acknowledged)
-        acknowledged.add_done_callback(self._acknowledging.discard)
-        return Deliveries(len(deliveries), lambda: acknowledged)
+        deliveries.settled().add_done_callback(
+            partial(self._acknowledge_many, call_context, tokens, batch, acknowledged)
+        )
+        return deliveries
 
     async def all_acknowledged(self) -> None:
         """Once every enqueue_many record buffered so far is acknowledged (the producer closing: its records are
         settled by now, and the hooks close after this)."""
         while self._acknowledging:
-            await asyncio.gather(*self._acknowledging, return_exceptions=True)
+            await asyncio.wait(set(self._acknowledging))  # asyncio.wait cancels none of them if this is cancelled
 
-    async def _acknowledge_many(
-        self, call_context: contextvars.Context, tokens: list[Any], batch: list[ProducerRecord], deliveries: Deliveries
-    ) -> list[RecordMetadata | BaseException]:
+    def _acknowledge_many(
+        self,
+        call_context: contextvars.Context,
+        tokens: list[Any],
+        batch: list[ProducerRecord],
+        acknowledged: asyncio.Future[None],
+        settled: asyncio.Future[list[Any]],
+    ) -> None:
+        self._acknowledging.discard(acknowledged)
         try:
-            results = await deliveries
-        except BaseException as exc:  # the loop is shutting down under the call's records
-            call_context.run(self._many_ended, tokens, batch, [exc] * len(batch))
-            raise
-        call_context.run(self._many_ended, tokens, batch, results)
-        return results
+            results: Sequence[Any] = settled.result()
+        except BaseException as exc:  # not expected: nothing cancels the results' future of an enqueue_many call
+            results = [exc] * len(batch)
+        try:
+            call_context.run(self._many_ended, tokens, batch, results)
+        finally:
+            acknowledged.set_result(None)
 
     def _many_started(self, records: Sequence[Any]) -> tuple[list[Any], list[ProducerRecord]]:
         """The hooks' tokens for a send_many or enqueue_many call, and its records as the hooks leave them."""
@@ -155,11 +166,9 @@ def _acknowledge(hooks: HookChain, record: ProducerRecord, delivery: Delivery) -
 
 
 def _as_record(item: Any) -> Any:
-    """A send_many item as a ProducerRecord when it is a tuple or list of its fields; anything else as it is, for
-    the appender to refuse in its place."""
-    if isinstance(item, tuple | list):
-        try:
-            return record_of(item)
-        except TypeError:
-            return item
-    return item
+    """A send_many item as a ProducerRecord when it unpacks to its six fields, the rule the appender and the
+    serializers hold without hooks; anything else as it is, for the appender to refuse in its place."""
+    try:
+        return ProducerRecord._make(item)
+    except (TypeError, ValueError):
+        return item

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ from aioproducer.append.appender import PreparedRecord
 from aioproducer.append.table_records import send_table_as_records
 from aioproducer.columnar.reader import ArrowReader
 from aioproducer.config import ProducerConfig
-from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries, settled_results, wait_all
+from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries, wait_all
 from aioproducer.deliveries.delivery import Delivery
 from aioproducer.errors import (
     AioProducerError,
@@ -50,7 +49,7 @@ from aioproducer.testing.mock_transaction_api import MockTransactionControls
 from aioproducer.testing.mock_transactions import MockTransactions
 from aioproducer.transactions.api import TransactionalMethods
 from aioproducer.transactions.state import State as TransactionPhase
-from aioproducer.validation import check_topic
+from aioproducer.validation import check_topic, listed_records
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from 3.11; only type checkers read it
@@ -315,13 +314,11 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
         self._check_running()
         if self._txn is not None:
             self._txn.check_send()
-        given = records if isinstance(records, Sequence) else list(records)
+        given = listed_records(records)
         batch: Sequence[Any] = given
         refused: dict[int, AioProducerError] = {}
         if self._record_serializer is not None:
             batch, refused = await self._record_serializer.apply_many(given)
-            if self._txn is not None:
-                self._txn.check_send()
         # Where each record of `batch` stands in what was given (refused records are not in `batch`).
         positions = [n for n in range(len(given)) if n not in refused]
         bulk = BulkDeliveries()
@@ -329,6 +326,17 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
         now_ms = int(time.time() * 1000)
         while index < len(batch):
             start = index
+            if self._state != _RUNNING or self._txn is not None:
+                # The mock may have closed, or the transaction ended, while the serializers ran: as the producer
+                # does, the records not yet buffered fail in their places (a closed mock would never settle them).
+                try:
+                    self._check_running()
+                    if self._txn is not None:
+                        self._txn.check_send()
+                except AioProducerError as exc:
+                    for _ in range(index, len(batch)):
+                        bulk.add(exc)
+                    break
             if self.send_error is not None:
                 bulk.add(self.send_error)
                 index += 1
@@ -340,7 +348,7 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
                     except AioProducerError as exc:
                         bulk.add(exc)
             self._remember(given, positions, start, index, bulk)
-        return Deliveries(len(given), partial(settled_results, bulk, refused))
+        return Deliveries(bulk, refused)
 
     async def wait(self, deliveries: Iterable[Any]) -> list[RecordMetadata | BaseException]:
         """Wait for many records' deliveries, as `Producer.wait`: one result per item, in order, its RecordMetadata
