@@ -30,7 +30,7 @@ from aioproducer.append.table_appender import TableAppender
 from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.buffer.memory import MemoryWaiters
 from aioproducer.config import ProducerConfig
-from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries, wait_all
+from aioproducer.deliveries.bulk import wait_all
 from aioproducer.deliveries.delivery import BatchOutcome, Delivery, track_again
 from aioproducer.errors import (
     AioProducerError,
@@ -42,7 +42,7 @@ from aioproducer.errors import (
     WouldBlockError,
 )
 from aioproducer.idempotence.sequences import IdempotenceState
-from aioproducer.models import ProducerRecord, RecordMetadata
+from aioproducer.models import RecordMetadata
 from aioproducer.network.cluster import Cluster, monotonic_ms
 from aioproducer.network.metadata import TopicInfo
 from aioproducer.observability.health import Health, health_of
@@ -50,6 +50,7 @@ from aioproducer.observability.metrics import MetricsSnapshot
 from aioproducer.observability.observer import Observer, new_observer
 from aioproducer.observability.record_hooks import RecordHooks
 from aioproducer.partitioner import DefaultPartitioner, Partitioner, RoundRobinPartitioner
+from aioproducer.producer_bulk import BulkMethods
 from aioproducer.producer_tables import TableMethods
 from aioproducer.records.compression import CompressionType
 from aioproducer.records.layout import BATCH_HEADER_SIZE
@@ -59,7 +60,7 @@ from aioproducer.settings import ProducerSettings
 from aioproducer.transactions.api import TransactionalMethods
 from aioproducer.transactions.manager import BatchHooks, TransactionManager
 from aioproducer.transactions.state import State as TransactionPhase
-from aioproducer.validation import check_topic, listed_records
+from aioproducer.validation import check_topic
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from 3.11; only type checkers read it
@@ -71,7 +72,7 @@ log = logging.getLogger("aioproducer.producer")
 _NEW, _RUNNING, _CLOSING, _CLOSED = "new", "running", "closing", "closed"
 
 
-class Producer(TableMethods, TransactionalMethods):
+class Producer(BulkMethods, TableMethods, TransactionalMethods):
     """An asyncio Kafka producer. Use as `async with Producer(...) as producer:` or `start()` / `close()`.
 
     Settings are the Java producer's, dots turned to underscores (`linger_ms=5`; typed by `ProducerSettings`, so a
@@ -516,82 +517,6 @@ class Producer(TableMethods, TransactionalMethods):
             hooks.buffered(record, delivery)  # type: ignore[arg-type]
         return delivery  # type: ignore[return-value]  # not a PreparedRecord: a Delivery
 
-    async def send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
-        """Send many records; one result per record, in order: its RecordMetadata or the exception it failed with.
-
-        A bad record fails only itself. Records without a timestamp share the call's. Cancelling `send_many` stops
-        buffering further records; those already buffered are still delivered. When the producer starts closing
-        while the call is buffering, the records not yet buffered fail with ProducerClosedError.
-        """
-        if self._record_hooks is not None:
-            return await self._record_hooks.around_send_many(listed_records(records), self._send_many)
-        return await self._send_many(records)
-
-    async def enqueue_many(self, records: Iterable[ProducerRecord]) -> Deliveries:
-        """Buffer many records, in order, and return as soon as each is buffered (or refused): await the returned
-        `Deliveries` for one result per record, its RecordMetadata or the exception it failed with.
-
-        `send_many` without the wait, as `enqueue` is `send` without it: calls made one after another keep their
-        records' order, and the wait for one call's results can overlap the next calls, so the broker is never
-        idle while the caller prepares its next list. Waits (up to `max_block_ms`) only for metadata and buffer
-        memory, as `enqueue` does; sending is not hurried (`linger_ms` applies; `flush` sends at once). A bad
-        record fails only itself. Cancelling `enqueue_many` stops buffering further records; those already buffered
-        are still delivered.
-        """
-        if self._record_hooks is not None:
-            return await self._record_hooks.around_enqueue_many(listed_records(records), self._enqueue_many)
-        return await self._enqueue_many(records)
-
-    async def _send_many(
-        self, records: Iterable[ProducerRecord], appender: Appender | None = None
-    ) -> list[RecordMetadata | BaseException]:
-        """send_many's work; with `appender` (the bytes-only one of send_table's rows) the serializers do not apply."""
-        deliveries = await self._enqueue_many(records, appender)
-        # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
-        self._send_buffered_now()
-        return await deliveries.settled()  # bare, not shielded: nobody else holds this call's Deliveries
-
-    async def _enqueue_many(self, records: Iterable[ProducerRecord], appender: Appender | None = None) -> Deliveries:
-        """enqueue_many's work (and send_many's buffering); `appender` as for `_send_many`."""
-        if self._state != _RUNNING:
-            raise self._closed_error()
-        if self._txn is not None:
-            self._txn.check_send()
-        batch: Sequence[Any] = listed_records(records)
-        refused = None
-        if appender is None:
-            appender = self._appender
-            if self._record_serializer is not None:
-                batch, refused = await self._record_serializer.apply_many(batch)
-        bulk = BulkDeliveries()
-        index = 0
-        while index < len(batch):
-            if self._state != _RUNNING:
-                # Closing began while this call waited or yielded: nothing more may be buffered (no sender would
-                # be left to settle it).
-                closed = self._closed_error()
-                for _ in range(index, len(batch)):
-                    bulk.add(closed)
-                break
-            if self._txn is not None:
-                try:
-                    self._txn.check_send()  # the transaction may have ended while this call yielded or waited
-                except AioProducerError as exc:
-                    for _ in range(index, len(batch)):
-                        bulk.add(exc)
-                    break
-            index, prepared = appender.append_many(batch, index, int(time.time() * 1000), bulk, YIELD_AFTER_BYTES)
-            if prepared is not None:
-                try:
-                    bulk.add(await self._append_after_waiting(prepared, appender))
-                except AioProducerError as exc:
-                    bulk.add(exc)
-            elif appender.unyielded_bytes >= YIELD_AFTER_BYTES and appender.yield_due():
-                # Let the sender and other tasks run during a long call (keeps event-loop lag low).
-                appender.yielded()
-                await asyncio.sleep(0)
-        return Deliveries(bulk, refused)
-
     def _raise_unless_running(self) -> None:
         if self._state != _RUNNING:
             raise self._closed_error()
@@ -646,8 +571,14 @@ class Producer(TableMethods, TransactionalMethods):
         if self._state == _NEW:
             raise ProducerClosedError("flush() on a producer that was never started")
         started = time.perf_counter_ns()
+        # The send_many and enqueue_many calls made before this flush: the hooks hear of their records, in the loop
+        # callbacks right after the batches settle, before flush returns (as of enqueue's, acknowledged as their
+        # batch settles; Java's flush returns once every record's callback ran).
+        acknowledging = self._record_hooks.acknowledging() if self._record_hooks is not None else None
         try:
             await self._wait_incomplete(timeout)
+            if acknowledging:
+                await asyncio.wait(acknowledging)
         finally:  # as Java's KafkaProducer.flush: the time is counted whatever the outcome
             self._metrics.flush_time_ns_total += time.perf_counter_ns() - started
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,6 +22,7 @@ from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.buffer.memory import MemoryWaiters
 from aioproducer.columnar.reader import ArrowReader
 from aioproducer.config import ProducerConfig
+from aioproducer.deliveries.bulk import Deliveries
 from aioproducer.deliveries.table import TableDeliveries
 from aioproducer.errors import AioProducerError, InvalidTableError, MetadataTimeoutError, UnknownPartitionError
 from aioproducer.models import ProducerRecord, RecordMetadata, TableReport
@@ -78,9 +79,12 @@ class TableHost(Protocol):
 
     def _refusal(self) -> AioProducerError | None: ...
 
-    async def _send_many(
-        self, records: Iterable[ProducerRecord], appender: Appender | None = None
-    ) -> list[RecordMetadata | BaseException]: ...
+    async def _enqueue_many(
+        self,
+        records: Iterable[ProducerRecord],
+        appender: Appender | None = None,
+        watch: Callable[[Deliveries], None] | None = None,
+    ) -> Deliveries: ...
 
     def _send_buffered_now(self) -> None: ...
 
@@ -145,7 +149,9 @@ class TableMethods:
             # Each row is shown to the hooks as a record: send_many's path, the serializers left out (the columns
             # hold the records' bytes). The whole call takes its turn: send_many waits for each chunk's records.
             async def send_rows(records: list[ProducerRecord]) -> list[RecordMetadata | BaseException]:
-                return await hooks.around_send_many(records, partial(self._send_many, appender=self._row_appender))
+                return await hooks.around_send_many(
+                    records, partial(self._enqueue_many, appender=self._row_appender), self._send_buffered_now
+                )
 
             async with self._table_turn:
                 return await send_table_as_records(reader, topic, send_rows, offsets)

@@ -14,7 +14,8 @@ and never runs, so it does not count. Ranks, lowest first:
 5. network: `network/` (connections, the cluster, its metadata).
 6. the two ends of the data path: `append/` (records and rows in) and `send/` (batches out).
 7. transactions: `transactions/`.
-8. the producer: `producer`, `producer_tables` (its `send_table`), and the package's own `__init__`.
+8. the producer: `producer`, `producer_bulk` (its `send_many` and `enqueue_many`), `producer_tables` (its
+   `send_table`), and the package's own `__init__`.
 9. around it: `spark/`, `cli/`, `testing/`, `contrib/`, `schema_registry`, `__main__`.
 
 The pure core (PURE) never reaches an I/O or clock module (FORBIDDEN), **transitively**: every import inside the
@@ -57,7 +58,7 @@ RANKS: list[list[str]] = [
     ["network"],
     ["append", "send"],
     ["transactions"],
-    ["producer", "producer_tables", "__init__"],
+    ["producer", "producer_bulk", "producer_tables", "__init__"],
     ["spark", "cli", "testing", "contrib", "schema_registry", "__main__"],
 ]
 RANK = {part: rank for rank, parts in enumerate(RANKS) for part in parts}

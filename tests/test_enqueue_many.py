@@ -314,3 +314,118 @@ async def test_a_kept_deliveries_lets_go_of_its_records_once_its_results_are_bui
     assert len(results) == 100_000
     # Its cached list of 100 k pointers (~0.8 MB); the records' entries were 5-15 MB more.
     assert released < 1_500_000, released
+
+
+class _Acknowledgements:
+    def __init__(self) -> None:
+        self.seen: list[tuple[bytes, RecordMetadata | None, BaseException | None]] = []
+
+    def on_record_acknowledged(self, record: ProducerRecord, metadata: Any, error: Any) -> None:
+        self.seen.append((record.value, metadata, error))
+
+
+@pytest.mark.parametrize("call", ["send_many", "enqueue_many"])
+async def test_a_call_cancelled_while_it_waits_for_memory_acknowledges_what_it_buffered_with_its_own_outcome(
+    mock_cluster: MockCluster, call: str
+) -> None:
+    """A cancelled send_many or enqueue_many acknowledged every record of the call to the hooks with the
+    CancelledError, though the records it had buffered were still delivered: the hooks (and the OpenTelemetry spans
+    and metrics they feed) reported delivered records as failed."""
+    hook = _Acknowledgements()
+    mock_cluster.create_topic("t", 1)
+    async with Producer(
+        mock_cluster.bootstrap_servers, hooks=[hook], buffer_memory=64 * 1024, batch_size=16 * 1024, **FAST
+    ) as producer:
+        await producer.send("t", b"warm-up")
+        hook.seen.clear()
+        mock_cluster.set_broker_rtt(1, 400)  # memory comes back only as answers come
+        values = [b"%02d" % i + b"x" * 10_000 for i in range(20)]
+        running = asyncio.ensure_future(getattr(producer, call)([ProducerRecord("t", v) for v in values]))
+        await asyncio.sleep(0.1)  # the call buffered what memory allows, and waits for more
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        await producer.flush()
+        await asyncio.sleep(0.05)
+    delivered = [r.value for r in read_back(mock_cluster.bootstrap_servers, "t")][1:]  # after the warm-up
+    assert 0 < len(delivered) < len(values)
+    assert sorted(value for value, _, _ in hook.seen) == values  # each record acknowledged once
+    assert [value for value, metadata, _ in hook.seen if metadata is not None] == delivered
+    assert all(isinstance(error, asyncio.CancelledError) for _, metadata, error in hook.seen if metadata is None)
+
+
+async def test_a_send_many_cancelled_while_it_waits_for_its_answers_acknowledges_each_record_as_delivered(
+    mock_cluster: MockCluster,
+) -> None:
+    """A send_many cancelled once every record was buffered (a caller's timeout while the answers come) told the
+    hooks that each record failed with CancelledError; each was delivered."""
+    hook = _Acknowledgements()
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, hooks=[hook], **FAST) as producer:
+        await producer.send("t", b"warm-up")
+        hook.seen.clear()
+        mock_cluster.set_broker_rtt(1, 300)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(producer.send_many([ProducerRecord("t", b"%d" % i) for i in range(10)]), 0.1)
+        await producer.flush()
+    assert [(value, metadata.offset) for value, metadata, _ in hook.seen] == [  # type: ignore[union-attr]
+        (b"%d" % i, i + 1) for i in range(10)
+    ]
+
+
+def test_a_mock_completed_from_outside_the_running_loop_settles_every_waiter() -> None:
+    """An awaited Deliveries scheduled its results from inside its batch's settling with get_running_loop(): a
+    MockProducer completed from synchronous code between two run_until_complete calls raised RuntimeError out of
+    complete_all(), and the batch's other waiters (a record awaited alone) were never woken."""
+    loop = asyncio.new_event_loop()
+    try:
+        mock = MockProducer(auto_complete=False)
+        loop.run_until_complete(mock.start())
+        deliveries = loop.run_until_complete(mock.enqueue_many([ProducerRecord("t", b"a")]))
+        single = loop.run_until_complete(mock.enqueue("t", b"b"))
+
+        async def wait_both() -> Any:
+            return await deliveries, await single
+
+        waiting = loop.create_task(wait_both())
+        loop.run_until_complete(asyncio.sleep(0.01))  # the Deliveries is watched now
+        mock.complete_all()
+        results, metadata = loop.run_until_complete(asyncio.wait_for(waiting, 2))
+        assert isinstance(results[0], RecordMetadata) and isinstance(metadata, RecordMetadata)
+        loop.run_until_complete(mock.close())
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("hooked", [False, True])
+async def test_an_iterator_item_is_pulled_only_as_far_as_a_record_goes(mock_cluster: MockCluster, hooked: bool) -> None:
+    """With record hooks an item was made a record by ProducerRecord._make, which drains the whole iterable before
+    it counts the fields: an endless iterator item hung the call (and a long one was copied whole), where without
+    hooks it is refused in its place after seven values at most."""
+    pulled = 0
+
+    def endless() -> Any:
+        nonlocal pulled
+        while pulled < 100_000:  # stands for "forever"
+            pulled += 1
+            yield "t"
+
+    hooks = [_Acknowledgements()] if hooked else []
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, hooks=hooks, **FAST) as producer:
+        results = await producer.send_many([endless(), ProducerRecord("t", b"ok")])
+    assert [type(r) for r in results] == [InvalidRecordError, RecordMetadata]
+    assert pulled <= (14 if hooked else 7)  # the hooks' look and the appender's, seven values each at most
+
+
+async def test_the_hooks_heard_of_every_record_of_a_bulk_call_once_flush_returns(mock_cluster: MockCluster) -> None:
+    """The hooks heard of an enqueue_many call's records a few loop turns after flush() returned (the results are
+    built, then acknowledged), where enqueue's records are acknowledged as their batch settles: flush returns once
+    the hooks heard of every record it waited for, whichever call buffered it."""
+    hook = _Acknowledgements()
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, hooks=[hook], linger_ms=500) as producer:
+        await producer.enqueue_many([ProducerRecord("t", b"%d" % i) for i in range(5)])
+        await producer.enqueue("t", b"alone")
+        await producer.flush()
+        assert sorted(value for value, _, _ in hook.seen) == [b"0", b"1", b"2", b"3", b"4", b"alone"]

@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import itertools
 import json
+import re
 from collections.abc import Callable
 
 import pytest
@@ -34,7 +35,9 @@ PUBLIC_API = (
 def test_every_producer_method_has_the_same_signature(name: str) -> None:
     mine = inspect.signature(getattr(MockProducer, name))
     theirs = inspect.signature(getattr(Producer, name))
-    assert str(mine).replace("MockProducer", "Producer") == str(theirs)
+    # A method mixed into Producer names the host it needs as its self's type (`self: BulkHost`).
+    unhosted = re.sub(r"^\(self: '\w+Host'", "(self", str(theirs))
+    assert str(mine).replace("MockProducer", "Producer") == unhosted
     assert inspect.iscoroutinefunction(getattr(MockProducer, name)) == inspect.iscoroutinefunction(
         getattr(Producer, name)
     )

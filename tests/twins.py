@@ -51,6 +51,7 @@ IMPORTERS = [
     "aioproducer.append.appender",
     "aioproducer.deliveries.bulk",
     "aioproducer.producer",
+    "aioproducer.producer_bulk",
     "aioproducer.producer_tables",
     "aioproducer.observability.observer",
     "aioproducer.records",

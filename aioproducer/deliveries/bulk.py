@@ -164,12 +164,13 @@ class Deliveries:
 
     async def _await(self) -> list[RecordMetadata | BaseException]:
         # Shielded: a cancelled await leaves the results coming for the next one. A copy: each await's list is its own.
-        return list(await asyncio.shield(self.settled()))
+        return list(await asyncio.shield(self._settled_future()))
 
-    def settled(self) -> asyncio.Future[list[Any]]:
-        """The future of the results, set once every batch the records went to settled. Watching starts at the
-        first call; once the results are built the records' handles are let go (a kept `Deliveries` holds only its
-        list). Not for the caller to cancel (`send_many` alone awaits it bare: nobody else holds it)."""
+    def _settled_future(self) -> asyncio.Future[list[Any]]:
+        """The one future of the results, set once every batch the records went to settled: the package's own
+        (`send_many` awaits it bare, as nobody else holds its Deliveries; the record hooks wait on it), never
+        handed to a caller who could cancel it. Watching starts at the first call; once the results are built the
+        records' handles are let go (a kept `Deliveries` holds only its list)."""
         results = self._results
         if results is None:
             results = self._results = asyncio.get_running_loop().create_future()
@@ -196,8 +197,10 @@ class Deliveries:
             self._watch(outcome)  # a split outcome is not settled: its halves are watched now
         self._pending -= 1
         if self._pending == 0:
-            # Built from a loop callback rather than inside the sender's settling, which called this.
-            asyncio.get_running_loop().call_soon(self._build_results, [], 0)
+            # Built from a loop callback rather than inside the settling that called this (the sender's, or a
+            # MockProducer completed from outside the loop): on the loop of the future it sets.
+            assert self._results is not None
+            self._results.get_loop().call_soon(self._build_results, [], 0)
 
     def _build_results(self, results: list[Any], start: int) -> None:
         # Built in slices, one loop callback each: a caller waiting for a million records holds the loop a few ms at
@@ -209,7 +212,7 @@ class Deliveries:
         stop = start + _RESULTS_PER_SLICE
         results += bulk.results(resolve, start, stop)
         if stop < len(bulk):
-            asyncio.get_running_loop().call_soon(self._build_results, results, stop)
+            future.get_loop().call_soon(self._build_results, results, stop)
             return
         refused, self._bulk, self._refused = self._refused, None, None
         future.set_result(RecordSerializer.merge(results, refused) if refused else results)

@@ -12,14 +12,23 @@ import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from aioproducer.deliveries.bulk import Deliveries
 from aioproducer.deliveries.delivery import BatchOutcome, Delivery, new_delivery
 from aioproducer.hooks import HookChain
 from aioproducer.models import ProducerRecord, RecordMetadata
 
-__all__ = ["RecordHooks"]
+__all__ = ["EnqueueMany", "RecordHooks"]
+
+
+class EnqueueMany(Protocol):
+    """The producer's enqueue_many work: buffers the records, giving `watch` the call's Deliveries (see
+    `Producer._enqueue_many`)."""
+
+    def __call__(
+        self, records: list[ProducerRecord], *, watch: Callable[[Deliveries], None]
+    ) -> Awaitable[Deliveries]: ...
 
 
 class RecordHooks:
@@ -56,44 +65,52 @@ class RecordHooks:
         waiting.append((record, delivery))
 
     async def around_send_many(
-        self,
-        records: Sequence[Any],
-        send_many: Callable[[list[ProducerRecord]], Awaitable[list[RecordMetadata | BaseException]]],
+        self, records: Sequence[Any], enqueue_many: EnqueueMany, send_now: Callable[[], None]
     ) -> list[RecordMetadata | BaseException]:
-        """`send_many` of the records as the hooks leave them; each is acknowledged when the call returns."""
-        tokens, batch = self._many_started(records)
-        try:
-            results = await send_many(batch)
-        except BaseException as exc:
-            self._many_ended(tokens, batch, [exc] * len(batch))
-            raise
-        self._many_ended(tokens, batch, results)
-        return results
+        """`send_many` of the records as the hooks leave them: enqueue_many's path, then the wait. Each record is
+        acknowledged once all are settled, also when the caller stops waiting (cancelled) first."""
+        deliveries = await self.around_enqueue_many(records, enqueue_many)
+        send_now()  # nothing more is coming from this call: its last batches go out now rather than after linger_ms
+        # Shielded: a cancelled call stops waiting, and its records are still acknowledged when they settle.
+        return await asyncio.shield(deliveries._settled_future())
 
-    async def around_enqueue_many(
-        self, records: Sequence[Any], enqueue_many: Callable[[list[ProducerRecord]], Awaitable[Deliveries]]
-    ) -> Deliveries:
+    async def around_enqueue_many(self, records: Sequence[Any], enqueue_many: EnqueueMany) -> Deliveries:
         """`enqueue_many` of the records as the hooks leave them; each is acknowledged once all are settled, whether
-        or not the caller awaits the results (a task waits for them)."""
+        or not the caller awaits the results. A call cancelled while buffering acknowledges the records it buffered
+        with their outcome, and the others with the cancellation."""
         # The call's hooks start and end in a context of their own: they end in another task than the caller's, and
         # what a hook sets for the call's records (the OpenTelemetry hook's current CLIENT span, a context variable)
         # must be reset where it was set, and must not outlive the call in the caller's context.
         call_context = contextvars.copy_context()
         tokens, batch = call_context.run(self._many_started, records)
+        watched: list[Deliveries] = []
         try:
-            deliveries = await enqueue_many(batch)
+            deliveries = await enqueue_many(batch, watch=watched.append)
         except BaseException as exc:
-            call_context.run(self._many_ended, tokens, batch, [exc] * len(batch))
+            if not watched:  # refused before it buffered anything (the producer closed, the transaction ended)
+                call_context.run(self._many_ended, tokens, batch, [exc] * len(batch))
+                raise
+            self._acknowledge_when_settled(call_context, tokens, batch, watched[0])
             raise
-        # Acknowledged from the results' own settling (batch outcomes' waiters and loop callbacks), not by a task a
-        # shutdown handler cancelling every task could cancel; registered before the caller can await, so the hooks
-        # hear of each record before the caller's await returns (as Java's onAcknowledgement runs before callbacks).
+        self._acknowledge_when_settled(call_context, tokens, batch, deliveries)
+        return deliveries
+
+    def _acknowledge_when_settled(
+        self, call_context: contextvars.Context, tokens: list[Any], batch: list[ProducerRecord], deliveries: Deliveries
+    ) -> None:
+        # From the results' own settling (batch outcomes' waiters and loop callbacks), not by a task a shutdown
+        # handler cancelling every task could cancel; registered before the caller can await, so the hooks hear of
+        # each record before the caller's await returns (as Java's onAcknowledgement runs before callbacks).
         acknowledged = asyncio.get_running_loop().create_future()
         self._acknowledging.add(acknowledged)
-        deliveries.settled().add_done_callback(
+        deliveries._settled_future().add_done_callback(
             partial(self._acknowledge_many, call_context, tokens, batch, acknowledged)
         )
-        return deliveries
+
+    def acknowledging(self) -> set[asyncio.Future[None]]:
+        """The send_many and enqueue_many calls whose records are not all acknowledged yet, each as a future set once
+        they are (`flush` waits for those of the records it waited for)."""
+        return set(self._acknowledging)
 
     async def all_acknowledged(self) -> None:
         """Once every enqueue_many record buffered so far is acknowledged (the producer closing: its records are
@@ -166,9 +183,11 @@ def _acknowledge(hooks: HookChain, record: ProducerRecord, delivery: Delivery) -
 
 
 def _as_record(item: Any) -> Any:
-    """A send_many item as a ProducerRecord when it unpacks to its six fields, the rule the appender and the
-    serializers hold without hooks; anything else as it is, for the appender to refuse in its place."""
+    """A send_many item as a ProducerRecord when it unpacks to its six fields, as the appender and the serializers
+    unpack it without hooks (an iterator is pulled seven values at most, never drained); anything else as it is,
+    for the appender to refuse in its place."""
     try:
-        return ProducerRecord._make(item)
+        topic, value, key, headers, partition, timestamp_ms = item
     except (TypeError, ValueError):
         return item
+    return ProducerRecord._make((topic, value, key, headers, partition, timestamp_ms))

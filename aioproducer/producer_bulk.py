@@ -1,0 +1,157 @@
+"""`Producer.send_many` and `Producer.enqueue_many`: many records buffered in order by one call, one result per
+record; mixed into `Producer`.
+
+Owns the call's path: the serializers over the whole list, buffering record after record (waiting for metadata and
+memory where one must, yielding to the loop during a long call), and handing the record hooks the call's
+`Deliveries`. How each record is appended is `append.appender`'s; how the results are kept and built is
+`deliveries.bulk`'s. What it needs of the producer it is mixed into is `BulkHost`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aioproducer.append.appender import YIELD_AFTER_BYTES, Appender, PreparedRecord
+from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries
+from aioproducer.deliveries.delivery import Delivery
+from aioproducer.errors import AioProducerError
+from aioproducer.models import ProducerRecord, RecordMetadata
+from aioproducer.observability.record_hooks import RecordHooks
+from aioproducer.serializers import RecordSerializer
+from aioproducer.validation import listed_records
+
+if TYPE_CHECKING:
+    from aioproducer.transactions.manager import TransactionManager
+
+__all__ = ["BulkHost", "BulkMethods"]
+
+
+class BulkHost(Protocol):
+    """What `send_many` and `enqueue_many` need of the producer they are mixed into: `Producer`'s parts, set up by
+    `start()`, and its checks and waits."""
+
+    @property
+    def _txn(self) -> TransactionManager | None: ...
+
+    @property
+    def _record_hooks(self) -> RecordHooks | None: ...
+
+    @property
+    def _record_serializer(self) -> RecordSerializer | None: ...
+
+    @property
+    def _appender(self) -> Appender: ...
+
+    def _raise_unless_running(self) -> None: ...
+
+    def _refusal(self) -> AioProducerError | None: ...
+
+    async def _append_after_waiting(self, prepared: PreparedRecord, appender: Appender | None = None) -> Delivery: ...
+
+    def _send_buffered_now(self) -> None: ...
+
+    async def _send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]: ...
+
+    async def _enqueue_many(
+        self,
+        records: Iterable[ProducerRecord],
+        appender: Appender | None = None,
+        watch: Callable[[Deliveries], None] | None = None,
+    ) -> Deliveries: ...
+
+    async def _buffer_many(self, batch: Sequence[Any], appender: Appender, bulk: BulkDeliveries) -> None: ...
+
+
+class BulkMethods:
+    """Many records in one call (`send_many`, `enqueue_many`) on a `BulkHost`."""
+
+    async def send_many(self: BulkHost, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
+        """Send many records; one result per record, in order: its RecordMetadata or the exception it failed with.
+
+        A bad record fails only itself. Records without a timestamp share the call's. Cancelling `send_many` stops
+        buffering further records; those already buffered are still delivered. When the producer starts closing
+        while the call is buffering, the records not yet buffered fail with ProducerClosedError.
+        """
+        if self._record_hooks is not None:
+            return await self._record_hooks.around_send_many(
+                listed_records(records), self._enqueue_many, self._send_buffered_now
+            )
+        return await self._send_many(records)
+
+    async def enqueue_many(self: BulkHost, records: Iterable[ProducerRecord]) -> Deliveries:
+        """Buffer many records, in order, and return as soon as each is buffered (or refused): await the returned
+        `Deliveries` for one result per record, its RecordMetadata or the exception it failed with.
+
+        `send_many` without the wait, as `enqueue` is `send` without it: calls made one after another keep their
+        records' order, and the wait for one call's results can overlap the next calls, so the broker is never
+        idle while the caller prepares its next list. Waits (up to `max_block_ms`) only for metadata and buffer
+        memory, as `enqueue` does; sending is not hurried (`linger_ms` applies; `flush` sends at once). A bad
+        record fails only itself. Cancelling `enqueue_many` stops buffering further records; those already buffered
+        are still delivered.
+        """
+        if self._record_hooks is not None:
+            return await self._record_hooks.around_enqueue_many(listed_records(records), self._enqueue_many)
+        return await self._enqueue_many(records)
+
+    async def _send_many(self: BulkHost, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
+        """send_many's work, without record hooks."""
+        deliveries = await self._enqueue_many(records)
+        # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
+        self._send_buffered_now()
+        return await deliveries._settled_future()  # bare, not shielded: nobody else holds this call's Deliveries
+
+    async def _enqueue_many(
+        self: BulkHost,
+        records: Iterable[ProducerRecord],
+        appender: Appender | None = None,
+        watch: Callable[[Deliveries], None] | None = None,
+    ) -> Deliveries:
+        """enqueue_many's work (and send_many's buffering); with `appender` (the bytes-only one of send_table's rows
+        shown to record hooks) the serializers do not apply. `watch` (the record hooks') is given the call's
+        Deliveries once it began buffering, also when it is cancelled meanwhile: then the records not buffered yet
+        hold the CancelledError, and those buffered their own outcome when it comes."""
+        self._raise_unless_running()
+        if self._txn is not None:
+            self._txn.check_send()
+        batch: Sequence[Any] = listed_records(records)
+        bulk = BulkDeliveries()
+        refused = None
+        try:
+            if appender is None:
+                appender = self._appender
+                if self._record_serializer is not None:
+                    batch, refused = await self._record_serializer.apply_many(batch)
+            await self._buffer_many(batch, appender, bulk)
+        except BaseException as exc:
+            if watch is not None:
+                for _ in range(len(bulk), len(batch)):
+                    bulk.add(exc)
+                watch(Deliveries(bulk, refused))
+            raise
+        deliveries = Deliveries(bulk, refused)
+        if watch is not None:
+            watch(deliveries)
+        return deliveries
+
+    async def _buffer_many(self: BulkHost, batch: Sequence[Any], appender: Appender, bulk: BulkDeliveries) -> None:
+        """Buffer each record of `batch` in order, its Delivery (or the error that refused it) added to `bulk`."""
+        index = 0
+        while index < len(batch):
+            refusal = self._refusal()  # closing began, or the transaction ended, while this call yielded or waited
+            if refusal is not None:  # nothing more may be buffered (no sender would be left to settle it)
+                for _ in range(index, len(batch)):
+                    bulk.add(refusal)
+                return
+            index, prepared = appender.append_many(batch, index, int(time.time() * 1000), bulk, YIELD_AFTER_BYTES)
+            if prepared is not None:
+                try:
+                    bulk.add(await self._append_after_waiting(prepared, appender))
+                except AioProducerError as exc:
+                    bulk.add(exc)
+            elif appender.unyielded_bytes >= YIELD_AFTER_BYTES and appender.yield_due():
+                # Let the sender and other tasks run during a long call (keeps event-loop lag low).
+                appender.yielded()
+                await asyncio.sleep(0)
