@@ -577,8 +577,9 @@ class Producer(BulkMethods, TableMethods, TransactionalMethods):
         acknowledging = self._record_hooks.acknowledging() if self._record_hooks is not None else None
         try:
             await self._wait_incomplete(timeout)
-            if acknowledging:
-                await asyncio.wait(acknowledging)
+            if acknowledging:  # within what is left of `timeout`: the records are settled, only the hooks may lag
+                left = None if timeout is None else max(0.0, timeout - (time.perf_counter_ns() - started) / 1e9)
+                await asyncio.wait(acknowledging, timeout=left)
         finally:  # as Java's KafkaProducer.flush: the time is counted whatever the outcome
             self._metrics.flush_time_ns_total += time.perf_counter_ns() - started
 
