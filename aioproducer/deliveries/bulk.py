@@ -144,7 +144,7 @@ class Deliveries:
     __slots__ = ("_bulk", "_count", "_pending", "_refused", "_results")
 
     def __init__(self, bulk: BulkDeliveries, refused: Mapping[int, BaseException] | None = None) -> None:
-        self._bulk: BulkDeliveries | None = bulk
+        self._bulk = bulk
         # The serializers' refusals by position in the call's list (those records are not in `bulk`).
         self._refused = refused
         self._count = len(bulk) + len(refused or ())
@@ -174,47 +174,45 @@ class Deliveries:
         results = self._results
         if results is None:
             results = self._results = asyncio.get_running_loop().create_future()
-            bulk = self._bulk
-            assert bulk is not None  # let go only once the results are built, after this future was made
             self._pending = 1  # held until every outcome is watched, so none settling meanwhile ends the wait early
-            for outcome in bulk.outcomes():
-                self._watch(outcome)
-            self._outcome_settled(None)
+            for outcome in self._bulk.outcomes():
+                self._watch(results, outcome)
+            self._outcome_settled(results, None)
         return results
 
-    def _watch(self, outcome: BatchOutcome) -> None:
+    def _watch(self, results: asyncio.Future[list[Any]], outcome: BatchOutcome) -> None:
         if outcome.done:
             return
         if outcome.first is not None and outcome.second is not None:  # split (MESSAGE_TOO_LARGE): watch both halves
-            self._watch(outcome.first)
-            self._watch(outcome.second)
+            self._watch(results, outcome.first)
+            self._watch(results, outcome.second)
             return
         self._pending += 1
-        outcome.add_waiter(partial(self._outcome_settled, outcome))
+        outcome.add_waiter(partial(self._outcome_settled, results, outcome))
 
-    def _outcome_settled(self, outcome: BatchOutcome | None) -> None:
+    def _outcome_settled(self, results: asyncio.Future[list[Any]], outcome: BatchOutcome | None) -> None:
         if outcome is not None:
-            self._watch(outcome)  # a split outcome is not settled: its halves are watched now
+            self._watch(results, outcome)  # a split outcome is not settled: its halves are watched now
         self._pending -= 1
         if self._pending == 0:
             # Built from a loop callback rather than inside the settling that called this (the sender's, or a
             # MockProducer completed from outside the loop): on the loop of the future it sets.
-            assert self._results is not None
-            self._results.get_loop().call_soon(self._build_results, [], 0)
+            results.get_loop().call_soon(self._build_results, results, [], 0)
 
-    def _build_results(self, results: list[Any], start: int) -> None:
+    def _build_results(self, future: asyncio.Future[list[Any]], results: list[Any], start: int) -> None:
         # Built in slices, one loop callback each: a caller waiting for a million records holds the loop a few ms at
         # a time, not for the whole list.
-        future, bulk = self._results, self._bulk
-        assert future is not None and bulk is not None
         if future.done():  # cancelled by send_many's caller: nobody is waiting
             return
+        bulk = self._bulk
         stop = start + _RESULTS_PER_SLICE
         results += bulk.results(resolve, start, stop)
         if stop < len(bulk):
-            future.get_loop().call_soon(self._build_results, results, stop)
+            future.get_loop().call_soon(self._build_results, future, results, stop)
             return
-        refused, self._bulk, self._refused = self._refused, None, None
+        refused = self._refused
+        # The records' entries are let go: a kept Deliveries holds only its results.
+        self._bulk, self._refused = BulkDeliveries(), None
         future.set_result(RecordSerializer.merge(results, refused) if refused else results)
 
 
