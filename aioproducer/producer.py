@@ -571,15 +571,10 @@ class Producer(BulkMethods, TableMethods, TransactionalMethods):
         if self._state == _NEW:
             raise ProducerClosedError("flush() on a producer that was never started")
         started = time.perf_counter_ns()
-        # The send_many and enqueue_many calls made before this flush: the hooks hear of their records, in the loop
-        # callbacks right after the batches settle, before flush returns (as of enqueue's, acknowledged as their
-        # batch settles; Java's flush returns once every record's callback ran).
-        acknowledging = self._record_hooks.acknowledging() if self._record_hooks is not None else None
         try:
+            # The record hooks hear of each record as its batch settles (RecordHooks), before this returns: as Java's
+            # flush returns once every record's callback ran.
             await self._wait_incomplete(timeout)
-            if acknowledging:  # within what is left of `timeout`: the records are settled, only the hooks may lag
-                left = None if timeout is None else max(0.0, timeout - (time.perf_counter_ns() - started) / 1e9)
-                await asyncio.wait(acknowledging, timeout=left)
         finally:  # as Java's KafkaProducer.flush: the time is counted whatever the outcome
             self._metrics.flush_time_ns_total += time.perf_counter_ns() - started
 

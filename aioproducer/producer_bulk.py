@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aioproducer.append.appender import YIELD_AFTER_BYTES, Appender, PreparedRecord
@@ -19,7 +19,7 @@ from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries
 from aioproducer.deliveries.delivery import Delivery
 from aioproducer.errors import AioProducerError
 from aioproducer.models import ProducerRecord, RecordMetadata
-from aioproducer.observability.record_hooks import RecordHooks
+from aioproducer.observability.record_hooks import CallWatch, RecordHooks
 from aioproducer.serializers import RecordSerializer
 from aioproducer.validation import listed_records
 
@@ -59,10 +59,12 @@ class BulkHost(Protocol):
         self,
         records: Iterable[ProducerRecord],
         appender: Appender | None = None,
-        watch: Callable[[Deliveries], None] | None = None,
+        watch: CallWatch | None = None,
     ) -> Deliveries: ...
 
-    async def _buffer_many(self, batch: Sequence[Any], appender: Appender, bulk: BulkDeliveries) -> None: ...
+    async def _buffer_many(
+        self, batch: Sequence[Any], appender: Appender, bulk: BulkDeliveries, watch: CallWatch | None
+    ) -> None: ...
 
 
 class BulkMethods:
@@ -107,12 +109,12 @@ class BulkMethods:
         self: BulkHost,
         records: Iterable[ProducerRecord],
         appender: Appender | None = None,
-        watch: Callable[[Deliveries], None] | None = None,
+        watch: CallWatch | None = None,
     ) -> Deliveries:
         """enqueue_many's work (and send_many's buffering); with `appender` (the bytes-only one of send_table's rows
-        shown to record hooks) the serializers do not apply. `watch` (the record hooks') is given the call's
-        Deliveries once it began buffering, also when it is cancelled meanwhile: then the records not buffered yet
-        hold the CancelledError, and those buffered their own outcome when it comes."""
+        shown to record hooks) the serializers do not apply. `watch` (the record hooks') is told of the records as
+        they are buffered, and given the call's Deliveries at its end, also when it is cancelled meanwhile: then
+        the records not buffered yet hold the CancelledError, and those buffered their own outcome when it comes."""
         self._raise_unless_running()
         if self._txn is not None:
             self._txn.check_send()
@@ -124,34 +126,46 @@ class BulkMethods:
                 appender = self._appender
                 if self._record_serializer is not None:
                     batch, refused = await self._record_serializer.apply_many(batch)
-            await self._buffer_many(batch, appender, bulk)
+                    if watch is not None:
+                        watch.serialized(refused)
+            await self._buffer_many(batch, appender, bulk, watch)
         except BaseException as exc:
             if watch is not None:
                 for _ in range(len(bulk), len(batch)):
                     bulk.add(exc)
-                watch(Deliveries(bulk, refused))
+                watch.buffered(bulk)
+                watch.end(Deliveries(bulk, refused))
             raise
         deliveries = Deliveries(bulk, refused)
         if watch is not None:
-            watch(deliveries)
+            watch.end(deliveries)
         return deliveries
 
-    async def _buffer_many(self: BulkHost, batch: Sequence[Any], appender: Appender, bulk: BulkDeliveries) -> None:
-        """Buffer each record of `batch` in order, its Delivery (or the error that refused it) added to `bulk`."""
+    async def _buffer_many(
+        self: BulkHost, batch: Sequence[Any], appender: Appender, bulk: BulkDeliveries, watch: CallWatch | None
+    ) -> None:
+        """Buffer each record of `batch` in order, its Delivery (or the error that refused it) added to `bulk`;
+        `watch` is told after each stretch of records, so the hooks hear of them as their batches settle."""
         index = 0
         while index < len(batch):
             refusal = self._refusal()  # closing began, or the transaction ended, while this call yielded or waited
             if refusal is not None:  # nothing more may be buffered (no sender would be left to settle it)
                 for _ in range(index, len(batch)):
                     bulk.add(refusal)
-                return
+                break
             index, prepared = appender.append_many(batch, index, int(time.time() * 1000), bulk, YIELD_AFTER_BYTES)
             if prepared is not None:
+                if watch is not None:  # before waiting: the records buffered so far may settle meanwhile
+                    watch.buffered(bulk)
                 try:
                     bulk.add(await self._append_after_waiting(prepared, appender))
                 except AioProducerError as exc:
                     bulk.add(exc)
             elif appender.unyielded_bytes >= YIELD_AFTER_BYTES and appender.yield_due():
+                if watch is not None:
+                    watch.buffered(bulk)
                 # Let the sender and other tasks run during a long call (keeps event-loop lag low).
                 appender.yielded()
                 await asyncio.sleep(0)
+        if watch is not None:
+            watch.buffered(bulk)

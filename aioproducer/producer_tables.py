@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,7 +29,7 @@ from aioproducer.models import ProducerRecord, RecordMetadata, TableReport
 from aioproducer.network.cluster import Cluster
 from aioproducer.network.metadata import TopicInfo
 from aioproducer.observability.observer import Observer
-from aioproducer.observability.record_hooks import RecordHooks
+from aioproducer.observability.record_hooks import CallWatch, RecordHooks
 from aioproducer.validation import check_topic
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class TableHost(Protocol):
         self,
         records: Iterable[ProducerRecord],
         appender: Appender | None = None,
-        watch: Callable[[Deliveries], None] | None = None,
+        watch: CallWatch | None = None,
     ) -> Deliveries: ...
 
     def _send_buffered_now(self) -> None: ...

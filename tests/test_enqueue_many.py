@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from aioproducer import Deliveries, Producer, ProducerRecord, RecordMetadata
-from aioproducer.errors import InvalidRecordError, ProducerClosedError
+from aioproducer.errors import InvalidRecordError, KafkaTimeoutError, ProducerClosedError
 from aioproducer.testing import ConsumedRecord, MockCluster, MockProducer, read_back
 
 FAST = {"linger_ms": 1, "retry_backoff_ms": 10, "reconnect_backoff_ms": 20, "max_block_ms": 5000}
@@ -429,3 +429,56 @@ async def test_the_hooks_heard_of_every_record_of_a_bulk_call_once_flush_returns
         await producer.enqueue("t", b"alone")
         await producer.flush()
         assert sorted(value for value, _, _ in hook.seen) == [b"0", b"1", b"2", b"3", b"4", b"alone"]
+
+
+@pytest.mark.parametrize("call", ["send_many", "enqueue_many"])
+async def test_flush_during_a_bulk_call_returns_once_the_hooks_heard_of_what_it_had_buffered(
+    mock_cluster: MockCluster, call: str
+) -> None:
+    """A flush() made while a send_many or enqueue_many call was still buffering (waiting for a partition to appear)
+    returned before the hooks heard of the records the call had buffered, though flush waited for them: the call
+    acknowledged its records only once it had buffered them all."""
+    hook = _Acknowledgements()
+    mock_cluster.create_topic("t", 1)
+    mock_cluster.create_topic("growing", 1)
+    async with Producer(
+        mock_cluster.bootstrap_servers, hooks=[hook], linger_ms=500, max_block_ms=10_000, metadata_max_age_ms=100
+    ) as producer:
+        await producer.send("t", b"warm-up")
+        hook.seen.clear()
+        records = [ProducerRecord("t", b"%d" % i) for i in range(5)] + [ProducerRecord("growing", b"last", partition=1)]
+        running = asyncio.ensure_future(getattr(producer, call)(records))
+        await asyncio.sleep(0.2)  # the call buffered the first five records, and waits for partition 1 of "growing"
+        assert not running.done()
+        await producer.flush()
+        assert [(value, metadata.offset) for value, metadata, _ in hook.seen] == [  # type: ignore[union-attr]
+            (b"%d" % i, i + 1) for i in range(5)
+        ]
+        mock_cluster.delete_topic("growing")
+        mock_cluster.create_topic("growing", 2)
+        results = await running
+        if call == "enqueue_many":
+            results = await results
+        await producer.flush()
+    assert [type(result) for result in results] == [RecordMetadata] * 6
+    assert [value for value, _, _ in hook.seen] == [b"0", b"1", b"2", b"3", b"4", b"last"]
+
+
+async def test_a_flush_that_returns_within_its_timeout_leaves_no_record_unacknowledged(
+    mock_cluster: MockCluster,
+) -> None:
+    """flush(timeout) with record hooks returned normally when its wait for the hooks' acknowledgement of a bulk
+    call's records ran out of time, leaving records the hooks had not heard of: flush either returns with each
+    record it waited for acknowledged, or raises KafkaTimeoutError."""
+    hook = _Acknowledgements()
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, hooks=[hook], linger_ms=500) as producer:
+        deliveries = await producer.enqueue_many([ProducerRecord("t", b"%d" % i) for i in range(200_000)])
+        while True:
+            try:
+                await producer.flush(0.002)
+                break
+            except KafkaTimeoutError:
+                pass
+        assert len(hook.seen) == 200_000
+        assert all(isinstance(result, RecordMetadata) for result in await deliveries)

@@ -95,9 +95,25 @@ cdef class BulkDeliveries:
             raise IndexError(position)
         return self._columns[position * COLUMNS] != NOT_A_DELIVERY
 
-    def outcomes(self):
-        """Each batch outcome the records went to, once."""
-        return list(self._outcomes)
+    def outcomes(self, Py_ssize_t start=0, stop=None):
+        """Each batch outcome the records `start` to `stop` (default: all) went to, once."""
+        cdef Py_ssize_t end = self._count if stop is None else min(<Py_ssize_t>stop, self._count)
+        start = max(start, 0)
+        if start == 0 and end == self._count:
+            return list(self._outcomes)
+        cdef list outcomes = []
+        cdef set runs = set()
+        cdef int64_t run, last = NOT_A_DELIVERY
+        cdef Py_ssize_t position
+        for position in range(start, end):
+            run = self._columns[position * COLUMNS]
+            if run == NOT_A_DELIVERY or run == last:  # records of one batch are mostly consecutive
+                continue
+            last = run
+            if run not in runs:
+                runs.add(run)
+                outcomes.append(self._outcomes[run])
+        return outcomes
 
     def results(self, resolve, Py_ssize_t start=0, stop=None):
         """Each record's RecordMetadata or error, in order, for records `start` to `stop` (default: all; every

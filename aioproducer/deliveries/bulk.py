@@ -18,7 +18,7 @@ from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve
 from aioproducer.models import RecordMetadata
 from aioproducer.serializers import RecordSerializer
 
-__all__ = ["BulkDeliveries", "Deliveries", "PureBulkDeliveries", "wait_all"]
+__all__ = ["BulkDeliveries", "Deliveries", "PureBulkDeliveries", "wait_all", "when_settled"]
 
 
 class BulkDeliveries:
@@ -55,10 +55,10 @@ class BulkDeliveries:
             raise IndexError(position)
         return isinstance(self._items[position], Delivery)
 
-    def outcomes(self) -> list[BatchOutcome]:
-        """Each batch outcome the records went to, once."""
+    def outcomes(self, start: int = 0, stop: int | None = None) -> list[BatchOutcome]:
+        """Each batch outcome the records `start` to `stop` (default: all) went to, once."""
         outcomes: dict[int, BatchOutcome] = {}
-        for item in self._items:
+        for item in self._items[max(start, 0) : stop]:
             if isinstance(item, Delivery):
                 outcomes.setdefault(id(item._outcome), item._outcome)
         return list(outcomes.values())
@@ -141,7 +141,7 @@ class Deliveries:
     be awaited more than once, and `len()` is the number of records. Cancelling an await cancels only the waiting.
     """
 
-    __slots__ = ("_bulk", "_count", "_pending", "_refused", "_results")
+    __slots__ = ("_bulk", "_count", "_refused", "_results")
 
     def __init__(self, bulk: BulkDeliveries, refused: Mapping[int, BaseException] | None = None) -> None:
         self._bulk = bulk
@@ -151,7 +151,6 @@ class Deliveries:
         # Settled by the batch outcomes' waiters and loop callbacks, never by a task: a shutdown handler that
         # cancels every task cannot cancel it (nor the record hooks' acknowledgement, which waits on it).
         self._results: asyncio.Future[list[Any]] | None = None
-        self._pending = 0  # batch outcomes not settled yet, while the results wait for them
 
     def __len__(self) -> int:
         return self._count
@@ -174,30 +173,13 @@ class Deliveries:
         results = self._results
         if results is None:
             results = self._results = asyncio.get_running_loop().create_future()
-            self._pending = 1  # held until every outcome is watched, so none settling meanwhile ends the wait early
-            for outcome in self._bulk.outcomes():
-                self._watch(results, outcome)
-            self._outcome_settled(results, None)
+            when_settled(self._bulk.outcomes(), partial(self._all_settled, results))
         return results
 
-    def _watch(self, results: asyncio.Future[list[Any]], outcome: BatchOutcome) -> None:
-        if outcome.done:
-            return
-        if outcome.first is not None and outcome.second is not None:  # split (MESSAGE_TOO_LARGE): watch both halves
-            self._watch(results, outcome.first)
-            self._watch(results, outcome.second)
-            return
-        self._pending += 1
-        outcome.add_waiter(partial(self._outcome_settled, results, outcome))
-
-    def _outcome_settled(self, results: asyncio.Future[list[Any]], outcome: BatchOutcome | None) -> None:
-        if outcome is not None:
-            self._watch(results, outcome)  # a split outcome is not settled: its halves are watched now
-        self._pending -= 1
-        if self._pending == 0:
-            # Built from a loop callback rather than inside the settling that called this (the sender's, or a
-            # MockProducer completed from outside the loop): on the loop of the future it sets.
-            results.get_loop().call_soon(self._build_results, results, [], 0)
+    def _all_settled(self, results: asyncio.Future[list[Any]]) -> None:
+        # Built from a loop callback rather than inside the settling that called this (the sender's, or a
+        # MockProducer completed from outside the loop): on the loop of the future it sets.
+        results.get_loop().call_soon(self._build_results, results, [], 0)
 
     def _build_results(self, future: asyncio.Future[list[Any]], results: list[Any], start: int) -> None:
         # Built in slices, one loop callback each: a caller waiting for a million records holds the loop a few ms at
@@ -214,6 +196,40 @@ class Deliveries:
         # The records' entries are let go: a kept Deliveries holds only its results.
         self._bulk, self._refused = BulkDeliveries(), None
         future.set_result(RecordSerializer.merge(results, refused) if refused else results)
+
+
+def when_settled(outcomes: Iterable[BatchOutcome], settled: Callable[[], None]) -> None:
+    """Call `settled` once every outcome given is settled (each half of one that was split): from the last one's
+    settling, or at once when all are. Through the outcomes' waiters, so no task is kept that could be cancelled."""
+    _SettledWatch(outcomes, settled)
+
+
+class _SettledWatch:
+    __slots__ = ("_pending", "_settled")
+
+    def __init__(self, outcomes: Iterable[BatchOutcome], settled: Callable[[], None]) -> None:
+        self._settled = settled
+        self._pending = 1  # held until every outcome is watched, so none settling meanwhile calls `settled` early
+        for outcome in outcomes:
+            self._watch(outcome)
+        self._outcome_settled(None)
+
+    def _watch(self, outcome: BatchOutcome) -> None:
+        if outcome.done:
+            return
+        if outcome.first is not None and outcome.second is not None:  # split (MESSAGE_TOO_LARGE): watch both halves
+            self._watch(outcome.first)
+            self._watch(outcome.second)
+            return
+        self._pending += 1
+        outcome.add_waiter(partial(self._outcome_settled, outcome))
+
+    def _outcome_settled(self, outcome: BatchOutcome | None) -> None:
+        if outcome is not None:
+            self._watch(outcome)  # a split outcome is not settled: its halves are watched now
+        self._pending -= 1
+        if self._pending == 0:
+            self._settled()
 
 
 # The compiled twin, when built (see aioproducer.accelerated): each record as five integers in one C array rather

@@ -10,38 +10,36 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Protocol
 
-from aioproducer.deliveries.bulk import Deliveries
-from aioproducer.deliveries.delivery import BatchOutcome, Delivery, new_delivery
+from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries, when_settled
+from aioproducer.deliveries.delivery import BatchOutcome, Delivery, new_delivery, resolve
 from aioproducer.hooks import HookChain
 from aioproducer.models import ProducerRecord, RecordMetadata
 
-__all__ = ["EnqueueMany", "RecordHooks"]
+__all__ = ["CallWatch", "EnqueueMany", "RecordHooks"]
 
 
 class EnqueueMany(Protocol):
-    """The producer's enqueue_many work: buffers the records, giving `watch` the call's Deliveries (see
+    """The producer's enqueue_many work: buffers the records, telling `watch` what it buffered as it goes (see
     `Producer._enqueue_many`)."""
 
-    def __call__(
-        self, records: list[ProducerRecord], *, watch: Callable[[Deliveries], None]
-    ) -> Awaitable[Deliveries]: ...
+    def __call__(self, records: list[ProducerRecord], *, watch: CallWatch) -> Awaitable[Deliveries]: ...
 
 
 class RecordHooks:
     """The record hooks of one producer (`hooks.wants_records` must hold)."""
 
-    __slots__ = ("_acknowledging", "_hooks", "_watched")
+    __slots__ = ("_hooks", "_open_calls", "_watched")
 
     def __init__(self, hooks: HookChain) -> None:
         self._hooks = hooks
         # Buffered records per batch outcome, acknowledged together when the batch settles.
         self._watched: dict[BatchOutcome, list[tuple[ProducerRecord, Delivery]]] = {}
-        # One future per enqueue_many call whose records are not acknowledged yet, set once they are.
-        self._acknowledging: set[asyncio.Future[None]] = set()
+        # One future per send_many or enqueue_many call whose hooks have not ended yet, set once they have.
+        self._open_calls: set[asyncio.Future[None]] = set()
 
     def buffering(
         self, topic: str, value: Any, key: Any, headers: Any, partition: int | None, timestamp_ms: int | None
@@ -68,73 +66,34 @@ class RecordHooks:
         self, records: Sequence[Any], enqueue_many: EnqueueMany, send_now: Callable[[], None]
     ) -> list[RecordMetadata | BaseException]:
         """`send_many` of the records as the hooks leave them: enqueue_many's path, then the wait. Each record is
-        acknowledged once all are settled, also when the caller stops waiting (cancelled) first."""
+        acknowledged as its batch settles, also when the caller stops waiting (cancelled) first."""
         deliveries = await self.around_enqueue_many(records, enqueue_many)
         send_now()  # nothing more is coming from this call: its last batches go out now rather than after linger_ms
         # Shielded: a cancelled call stops waiting, and its records are still acknowledged when they settle.
         return await asyncio.shield(deliveries._settled_future())
 
     async def around_enqueue_many(self, records: Sequence[Any], enqueue_many: EnqueueMany) -> Deliveries:
-        """`enqueue_many` of the records as the hooks leave them; each is acknowledged once all are settled, whether
-        or not the caller awaits the results. A call cancelled while buffering acknowledges the records it buffered
-        with their outcome, and the others with the cancellation."""
+        """`enqueue_many` of the records as the hooks leave them; each is acknowledged as its batch settles, whether
+        or not the caller awaits the results, and the call's hooks end once all are. A call cancelled while
+        buffering acknowledges the records it buffered with their outcome, and the others with the cancellation."""
         # The call's hooks start and end in a context of their own: they end in another task than the caller's, and
         # what a hook sets for the call's records (the OpenTelemetry hook's current CLIENT span, a context variable)
         # must be reset where it was set, and must not outlive the call in the caller's context.
         call_context = contextvars.copy_context()
         tokens, batch = call_context.run(self._many_started, records)
-        watched: list[Deliveries] = []
+        watch = CallWatch(self, call_context, tokens, batch)
         try:
-            deliveries = await enqueue_many(batch, watch=watched.append)
+            return await enqueue_many(batch, watch=watch)
         except BaseException as exc:
-            if not watched:  # refused before it buffered anything (the producer closed, the transaction ended)
-                call_context.run(self._many_ended, tokens, batch, [exc] * len(batch))
-                raise
-            self._acknowledge_when_settled(call_context, tokens, batch, watched[0])
+            if not watch.ended:  # refused before it buffered anything (the producer closed, the transaction ended)
+                watch.refuse_all(exc)
             raise
-        self._acknowledge_when_settled(call_context, tokens, batch, deliveries)
-        return deliveries
-
-    def _acknowledge_when_settled(
-        self, call_context: contextvars.Context, tokens: list[Any], batch: list[ProducerRecord], deliveries: Deliveries
-    ) -> None:
-        # From the results' own settling (batch outcomes' waiters and loop callbacks), not by a task a shutdown
-        # handler cancelling every task could cancel; registered before the caller can await, so the hooks hear of
-        # each record before the caller's await returns (as Java's onAcknowledgement runs before callbacks).
-        acknowledged = asyncio.get_running_loop().create_future()
-        self._acknowledging.add(acknowledged)
-        deliveries._settled_future().add_done_callback(
-            partial(self._acknowledge_many, call_context, tokens, batch, acknowledged)
-        )
-
-    def acknowledging(self) -> set[asyncio.Future[None]]:
-        """The send_many and enqueue_many calls whose records are not all acknowledged yet, each as a future set once
-        they are (`flush` waits for those of the records it waited for)."""
-        return set(self._acknowledging)
 
     async def all_acknowledged(self) -> None:
-        """Once every enqueue_many record buffered so far is acknowledged (the producer closing: its records are
-        settled by now, and the hooks close after this)."""
-        while self._acknowledging:
-            await asyncio.wait(set(self._acknowledging))  # asyncio.wait cancels none of them if this is cancelled
-
-    def _acknowledge_many(
-        self,
-        call_context: contextvars.Context,
-        tokens: list[Any],
-        batch: list[ProducerRecord],
-        acknowledged: asyncio.Future[None],
-        settled: asyncio.Future[list[Any]],
-    ) -> None:
-        self._acknowledging.discard(acknowledged)
-        try:
-            results: Sequence[Any] = settled.result()
-        except BaseException as exc:  # not expected: nothing cancels the results' future of an enqueue_many call
-            results = [exc] * len(batch)
-        try:
-            call_context.run(self._many_ended, tokens, batch, results)
-        finally:
-            acknowledged.set_result(None)
+        """Once every send_many and enqueue_many call made so far has ended its hooks (the producer closing: its
+        records are settled by now, and the hooks close after this)."""
+        while self._open_calls:
+            await asyncio.wait(set(self._open_calls))  # asyncio.wait cancels none of them if this is cancelled
 
     def _many_started(self, records: Sequence[Any]) -> tuple[list[Any], list[ProducerRecord]]:
         """The hooks' tokens for a send_many or enqueue_many call, and its records as the hooks leave them."""
@@ -142,18 +101,6 @@ class RecordHooks:
         given = [r if type(r) is ProducerRecord else _as_record(r) for r in records]
         tokens = hooks.send_many_start([r for r in given if type(r) is ProducerRecord])  # the items that are records
         return tokens, [hooks.record_buffered(r) if type(r) is ProducerRecord else r for r in given]
-
-    def _many_ended(self, tokens: list[Any], batch: list[ProducerRecord], results: Sequence[Any]) -> None:
-        """Acknowledge each record of a send_many or enqueue_many call with its result, then end the call's hooks."""
-        hooks = self._hooks
-        for record, result in zip(batch, results, strict=True):
-            if type(record) is not ProducerRecord:  # not a record: refused at the call, never shown to the hooks
-                continue
-            if isinstance(result, BaseException):
-                hooks.record_acknowledged(record, None, result)
-            else:
-                hooks.record_acknowledged(record, result, None)
-        hooks.send_many_end(tokens, results)
 
     def _acknowledge_batch(self, outcome: BatchOutcome) -> None:
         """A watched batch settled (or was split): acknowledge each of its records."""
@@ -175,6 +122,88 @@ class RecordHooks:
                     delivery._index, delivery._timestamp_ms, delivery._key_size, delivery._value_size
                 )
                 hooks.record_acknowledged(record, metadata, None)
+
+
+class CallWatch:
+    """One send_many or enqueue_many call as the record hooks see it. The producer's `_enqueue_many` tells it what
+    the call buffered as it goes (`buffered`), and each range of records is acknowledged once the batches it went to
+    settle, as enqueue's records are batch by batch: `flush` returns after the hooks heard of every record it waited
+    for, also those of a call still buffering. The call's hooks end (`on_send_many_end`) once its results are built.
+    """
+
+    __slots__ = ("_batch", "_context", "_covered", "_positions", "_record_hooks", "_tokens", "ended")
+
+    def __init__(
+        self, record_hooks: RecordHooks, context: contextvars.Context, tokens: list[Any], batch: list[ProducerRecord]
+    ) -> None:
+        self._record_hooks = record_hooks
+        self._context = context
+        self._tokens = tokens
+        self._batch = batch  # the call's records as the hooks left them
+        # The call's position of each buffered entry, once the serializers refused some (else the same position).
+        self._positions: list[int] | None = None
+        self._covered = 0  # the entries of the call's BulkDeliveries watched so far
+        self.ended = False
+
+    def serialized(self, refused: Mapping[int, BaseException]) -> None:
+        """The serializers refused these records (by position in the call; they are never buffered): acknowledged
+        now, as Java acknowledges a record whose send failed."""
+        if not refused:
+            return
+        self._positions = [position for position in range(len(self._batch)) if position not in refused]
+        hooks = self._record_hooks._hooks
+        for position, error in refused.items():
+            record = self._batch[position]
+            if type(record) is ProducerRecord:
+                hooks.record_acknowledged(record, None, error)
+
+    def buffered(self, bulk: BulkDeliveries) -> None:
+        """The call added entries to `bulk` since it last said: they are acknowledged once their batches settle
+        (an entry refused at the call, at once)."""
+        start, stop = self._covered, len(bulk)
+        if start < stop:
+            self._covered = stop
+            when_settled(bulk.outcomes(start, stop), partial(self._acknowledge, bulk, start, stop))
+
+    def end(self, deliveries: Deliveries) -> None:
+        """The call buffered all it will: its hooks end once its results are built, after each record was
+        acknowledged. From the results' own settling, not by a task a shutdown handler cancelling every task could
+        cancel."""
+        self.ended = True
+        open_call = asyncio.get_running_loop().create_future()
+        self._record_hooks._open_calls.add(open_call)
+        deliveries._settled_future().add_done_callback(partial(self._end, open_call))
+
+    def refuse_all(self, error: BaseException) -> None:
+        """The call was refused before it buffered anything (the producer closed, the transaction ended)."""
+        self.ended = True
+        hooks = self._record_hooks._hooks
+        for record in self._batch:
+            if type(record) is ProducerRecord:
+                hooks.record_acknowledged(record, None, error)
+        self._context.run(hooks.send_many_end, self._tokens, [error] * len(self._batch))
+
+    def _acknowledge(self, bulk: BulkDeliveries, start: int, stop: int) -> None:
+        hooks, batch, positions = self._record_hooks._hooks, self._batch, self._positions
+        for entry, result in enumerate(bulk.results(resolve, start, stop), start):
+            record = batch[entry if positions is None else positions[entry]]
+            if type(record) is not ProducerRecord:  # not a record: refused at the call, never shown to the hooks
+                continue
+            if isinstance(result, BaseException):
+                hooks.record_acknowledged(record, None, result)
+            else:
+                hooks.record_acknowledged(record, result, None)
+
+    def _end(self, open_call: asyncio.Future[None], settled: asyncio.Future[list[Any]]) -> None:
+        self._record_hooks._open_calls.discard(open_call)
+        try:
+            results: Sequence[Any] = settled.result()
+        except BaseException as exc:  # not expected: nothing cancels the results' future of an enqueue_many call
+            results = [exc] * len(self._batch)
+        try:
+            self._context.run(self._record_hooks._hooks.send_many_end, self._tokens, results)
+        finally:
+            open_call.set_result(None)
 
 
 def _acknowledge(hooks: HookChain, record: ProducerRecord, delivery: Delivery) -> None:
