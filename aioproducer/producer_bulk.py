@@ -74,8 +74,8 @@ class BulkMethods:
         """Send many records; one result per record, in order: its RecordMetadata or the exception it failed with.
 
         A bad record fails only itself. Records without a timestamp share the call's. Cancelling `send_many` stops
-        buffering further records; those already buffered are still delivered. When the producer starts closing
-        while the call is buffering, the records not yet buffered fail with ProducerClosedError.
+        buffering further records; those already buffered are still delivered, sent at once as a finished call's last
+        records are. When the producer starts closing while the call is buffering, the records not yet buffered fail with ProducerClosedError.
         """
         if self._record_hooks is not None:
             return await self._record_hooks.around_send_many(
@@ -100,7 +100,11 @@ class BulkMethods:
 
     async def _send_many(self: BulkHost, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
         """send_many's work, without record hooks."""
-        deliveries = await self._enqueue_many(records)
+        try:
+            deliveries = await self._enqueue_many(records)
+        except asyncio.CancelledError:
+            self._send_buffered_now()  # what the cancelled call buffered goes out as a finished call's would
+            raise
         # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
         self._send_buffered_now()
         return await deliveries._settled_future()  # bare, not shielded: nobody else holds this call's Deliveries

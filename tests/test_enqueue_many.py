@@ -482,3 +482,28 @@ async def test_a_flush_that_returns_within_its_timeout_leaves_no_record_unacknow
                 pass
         assert len(hook.seen) == 200_000
         assert all(isinstance(result, RecordMetadata) for result in await deliveries)
+
+
+@pytest.mark.parametrize("hooked", [False, True])
+async def test_a_send_many_cancelled_while_buffering_sends_what_it_buffered_without_waiting_out_linger(
+    mock_cluster: MockCluster, hooked: bool
+) -> None:
+    """A send_many cancelled while it still buffered (waiting for a partition to appear) left the records it had
+    buffered lingering for linger_ms, where a call that finishes sends its last batches at once."""
+    hook = _Acknowledgements()
+    mock_cluster.create_topic("t", 1)
+    mock_cluster.create_topic("growing", 1)
+    async with Producer(
+        mock_cluster.bootstrap_servers, hooks=[hook] if hooked else [], linger_ms=60_000, max_block_ms=30_000
+    ) as producer:
+        records = [ProducerRecord("t", b"%d" % i) for i in range(5)] + [ProducerRecord("growing", b"last", partition=1)]
+        running = asyncio.ensure_future(producer.send_many(records))
+        await asyncio.sleep(0.2)  # the call buffered the first five records, and waits for partition 1 of "growing"
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        for _ in range(300):  # well within linger_ms
+            if producer.metrics().producer["record-send-total"] == 5:
+                break
+            await asyncio.sleep(0.05)
+        assert producer.metrics().producer["record-send-total"] == 5  # the five records the call buffered

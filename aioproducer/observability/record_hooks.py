@@ -67,7 +67,11 @@ class RecordHooks:
     ) -> list[RecordMetadata | BaseException]:
         """`send_many` of the records as the hooks leave them: enqueue_many's path, then the wait. Each record is
         acknowledged as its batch settles, also when the caller stops waiting (cancelled) first."""
-        deliveries = await self.around_enqueue_many(records, enqueue_many)
+        try:
+            deliveries = await self.around_enqueue_many(records, enqueue_many)
+        except asyncio.CancelledError:
+            send_now()  # what the cancelled call buffered goes out as a finished call's would
+            raise
         send_now()  # nothing more is coming from this call: its last batches go out now rather than after linger_ms
         # Shielded: a cancelled call stops waiting, and its records are still acknowledged when they settle.
         return await asyncio.shield(deliveries._settled_future())
