@@ -4,6 +4,7 @@ that one call's wait overlaps the next calls (`send_many` is the same call follo
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from aioproducer import Deliveries, Producer, ProducerRecord, RecordMetadata
+from aioproducer.deliveries.delivery import batch_of
 from aioproducer.errors import InvalidRecordError, KafkaTimeoutError, ProducerClosedError
 from aioproducer.testing import ConsumedRecord, MockCluster, MockProducer, read_back
 
@@ -395,6 +397,69 @@ def test_a_mock_completed_from_outside_the_running_loop_settles_every_waiter() -
         loop.run_until_complete(mock.close())
     finally:
         loop.close()
+
+
+def test_a_deliveries_awaited_on_a_closed_loop_does_not_stop_the_mock_completing_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A Deliveries awaited on an event loop that has since closed scheduled its results on that loop once its batch
+    settled: call_soon raised RuntimeError out of the batch's settling, so MockProducer.complete_all() raised and
+    the records after it (one awaited on a new loop) were never completed."""
+    first_loop = asyncio.new_event_loop()
+    mock = MockProducer(auto_complete=False)
+    try:
+        first_loop.run_until_complete(mock.start())
+        deliveries = first_loop.run_until_complete(mock.enqueue_many([ProducerRecord("t", b"a")]))
+        abandoned = first_loop.create_task(_awaited(deliveries))
+        first_loop.run_until_complete(asyncio.sleep(0))  # the Deliveries is watched now
+        abandoned.cancel()  # only the await: the Deliveries' results stay due on this loop
+        with pytest.raises(asyncio.CancelledError):
+            first_loop.run_until_complete(abandoned)
+    finally:
+        first_loop.close()
+    loop = asyncio.new_event_loop()
+    try:
+        single = loop.run_until_complete(mock.enqueue("t", b"b"))
+        waiting = loop.create_task(_awaited(single))
+        loop.run_until_complete(asyncio.sleep(0))
+        with caplog.at_level(logging.ERROR, logger="aioproducer.deliveries"):
+            assert mock.complete_all() == 2
+        assert not caplog.records  # nothing went wrong: a closed loop's results are let go, not scheduled
+        assert isinstance(loop.run_until_complete(waiting), RecordMetadata)
+        loop.run_until_complete(mock.close())
+    finally:
+        loop.close()
+
+
+async def test_a_raising_batch_waiter_leaves_the_other_waiters_and_the_records_settled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A batch outcome's waiter that raised stopped its settling: the waiters after it were dropped, the records'
+    callbacks never ran (their awaits hung), and the error escaped into whatever settled the batch (here
+    MockProducer.complete_all()). Each waiter's error is logged and the others still run."""
+    mock = MockProducer(auto_complete=False)
+    await mock.start()
+    delivery = await mock.enqueue("t", b"a")
+    woken: list[str] = []
+
+    def broken() -> None:
+        raise ValueError("a broken waiter")
+
+    batch_of(delivery).add_waiter(broken)
+    batch_of(delivery).add_waiter(lambda: woken.append("after"))
+    resolved: list[Any] = []
+    delivery.add_done_callback(lambda done: resolved.append(done.result()))  # waits on the batch too
+    with caplog.at_level(logging.ERROR, logger="aioproducer.deliveries"):
+        assert mock.complete_all() == 1
+    assert woken == ["after"]
+    await asyncio.sleep(0)  # the records' callbacks run in one loop callback
+    assert [type(result) for result in resolved] == [RecordMetadata]
+    assert [str(r.exc_info[1]) for r in caplog.records if r.exc_info] == ["a broken waiter"]
+    await mock.close()
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
 
 
 @pytest.mark.parametrize("hooked", [False, True])

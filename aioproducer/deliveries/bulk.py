@@ -178,8 +178,11 @@ class Deliveries:
 
     def _all_settled(self, results: asyncio.Future[list[Any]]) -> None:
         # Built from a loop callback rather than inside the settling that called this (the sender's, or a
-        # MockProducer completed from outside the loop): on the loop of the future it sets.
-        results.get_loop().call_soon(self._build_results, results, [], 0)
+        # MockProducer completed from outside the loop): on the loop of the future it sets. That loop may have
+        # closed since (a test's): nobody can await the future any more, so nothing is built.
+        loop = results.get_loop()
+        if not loop.is_closed():
+            loop.call_soon(self._build_results, results, [], 0)
 
     def _build_results(self, future: asyncio.Future[list[Any]], results: list[Any], start: int) -> None:
         # Built in slices, one loop callback each: a caller waiting for a million records holds the loop a few ms at

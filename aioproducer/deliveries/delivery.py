@@ -10,6 +10,7 @@ that now carries it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Generator
 from contextvars import Context, copy_context
 from types import TracebackType
@@ -31,6 +32,8 @@ __all__ = [
     "schedule_callbacks",
     "track_again",
 ]
+
+log = logging.getLogger("aioproducer.deliveries")
 
 
 class BatchOutcome:
@@ -137,7 +140,13 @@ class BatchOutcome:
         self.context_snapshot = None  # no record is added to this outcome any more: hold none of its variables
         waiters, self.waiters = self.waiters, []
         for callback in waiters:
-            callback()
+            # A waiter that raises is logged and the others still run, as are the records' callbacks below (Java's
+            # ProducerBatch.completeFutureAndFireCallbacks logs a failing callback and goes on): its error must not
+            # escape into whatever settled the batch (the sender, MockProducer.complete_all()).
+            try:
+                callback()
+            except Exception:
+                log.exception("a waiter of %r failed", self)
         deliveries, self.deliveries = self.deliveries, []
         if not deliveries:
             return
