@@ -1,4 +1,5 @@
-"""The OpenTelemetry hook, judged with the SDK's in-memory exporters against real Kafka: a record's span ends when
+"""The OpenTelemetry hook, judged with the SDK's in-memory exporters against real Kafka (librdkafka's mock cluster
+where the broker plays no part): a record's span ends when
 the broker acknowledged it and carries its offset, the context travels in the record's headers, send_many gets a
 CLIENT span over its records, and the two messaging.client.* metrics are recorded."""
 
@@ -11,7 +12,7 @@ import pytest
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
@@ -19,8 +20,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from aioproducer import Producer, ProducerRecord
 from aioproducer.contrib.opentelemetry import OpenTelemetryHook
-from aioproducer.errors import UnknownPartitionError
-from aioproducer.testing import ConsumedRecord
+from aioproducer.errors import ProducerClosedError, UnknownPartitionError
+from aioproducer.testing import ConsumedRecord, MockCluster
 
 # max_block_ms: a send to a partition that does not exist waits this long for it to appear (Java waits max.block.ms).
 FAST = {"linger_ms": 1, "max_block_ms": 5000}
@@ -194,3 +195,45 @@ async def test_unsampled_records_are_delivered_without_span_attributes(
     assert telemetry.spans.get_finished_spans() == ()
     (sent,) = telemetry.metric_points("messaging.client.sent.messages")
     assert sent.value == 1
+
+
+class _Started(SpanProcessor):
+    """Every span the provider started, ended or not (the exporter hears only of ended ones)."""
+
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def on_start(self, span: Span, parent_context: object = None) -> None:
+        self.spans.append(span)
+
+
+@pytest.mark.parametrize("call", ["send_many", "enqueue_many"])
+async def test_a_bulk_calls_client_span_ends_when_the_producer_closed_during_its_serializer(
+    mock_cluster: MockCluster, telemetry: Telemetry, call: str
+) -> None:
+    """A bulk call still in its async serializer when close() ran ended after the hooks were closed, so its end never
+    reached the hook and its CLIENT span was never ended: the hook's close() ended the records' spans only."""
+    gate = asyncio.Event()
+
+    async def held(value: bytes) -> bytes:
+        await gate.wait()
+        return value
+
+    started = _Started()
+    telemetry.tracer_provider.add_span_processor(started)
+    mock_cluster.create_topic("t", 1)
+    producer = Producer(mock_cluster.bootstrap_servers, value_serializer=held, hooks=[telemetry.hook()], **FAST)
+    await producer.start()
+    running = asyncio.ensure_future(getattr(producer, call)([ProducerRecord("t", b"x")]))
+    await asyncio.sleep(0.05)  # the call is in its serializer: its CLIENT span and its record's span started
+    assert [span.kind for span in started.spans] == [SpanKind.CLIENT, SpanKind.PRODUCER]
+    await asyncio.wait_for(producer.close(), 10)
+    gate.set()
+    outcome = await asyncio.wait_for(running, 5)
+    results = await asyncio.wait_for(outcome, 5) if call == "enqueue_many" else outcome
+    assert [type(r) for r in results] == [ProducerClosedError]
+    assert [span.name for span in started.spans if span.end_time is None] == []
+    assert sorted(span.kind.value for span in telemetry.spans.get_finished_spans()) == [
+        SpanKind.CLIENT.value,
+        SpanKind.PRODUCER.value,
+    ]

@@ -69,6 +69,9 @@ class OpenTelemetryHook:
         # Where each partition's batches went last: the broker a record's span reports as server.address/port.
         self._brokers: dict[tuple[str, int], tuple[str, int]] = {}
         self._batch: ContextVar[Span | None] = ContextVar(f"aioproducer_otel_batch_{id(self)}", default=None)
+        # The bulk calls' CLIENT spans until their call ends, by identity: a call still in its async serializer when
+        # the producer closed ends after the hooks were closed, and never reports its end (see `close`).
+        self._calls: dict[int, Span] = {}
         # The global propagator last seen, and whether it is the default one (`_inject` writes traceparent itself).
         self._textmap: object = None
         self._default_textmap = False
@@ -203,11 +206,13 @@ class OpenTelemetryHook:
         )
         if span.is_recording() and self._client_id is not None:
             span.set_attribute("messaging.client.id", self._client_id)
+        self._calls[id(span)] = span
         return span, self._batch.set(span)
 
     def on_send_many_end(self, token: Any, results: list[Any]) -> None:
         span, reset = token
         self._batch.reset(reset)
+        self._calls.pop(id(span), None)
         failed = [result for result in results if isinstance(result, BaseException)]
         if failed and span.is_recording():
             span.set_attribute("error.type", type(failed[0]).__qualname__)
@@ -215,10 +220,14 @@ class OpenTelemetryHook:
         span.end()
 
     def close(self) -> None:
-        """Spans still open when the producer closes end here (their records' outcome was reported or is lost)."""
+        """Spans still open when the producer closes end here: the records' (their outcome was reported or is lost)
+        and the bulk calls' (a call that outlives the hooks is not reported to them when it ends)."""
         spans, self._spans = self._spans, {}
         for span, _ in spans.values():
             span.end()
+        calls, self._calls = self._calls, {}
+        for call in calls.values():
+            call.end()
 
 
 def _is_default(textmap: object) -> bool:
