@@ -2,8 +2,9 @@
 `enqueue_many` returns), and `Producer.wait`'s batch-by-batch wait over a list of them.
 
 `send_many` and `wait` settle per batch, not per record (one wake-up per batch, as `Delivery` callbacks do), and
-build each record's `RecordMetadata` or error in one pass at the end. The compiled twin of `BulkDeliveries` keeps
-each record as five integers in a C array.
+build each record's `RecordMetadata` or error in one pass at the end, both through a `Deliveries`: its batch
+outcomes' waiters count the batches down, and loop callbacks build the results. The compiled twin of
+`BulkDeliveries` keeps each record as five integers in a C array.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class BulkDeliveries:
         return results
 
 
-# `wait_all` builds its results this many at a time (~1-3 ms each), letting the loop run between slices.
+# The results are built this many at a time (~1-3 ms each), letting the loop run between slices.
 _RESULTS_PER_SLICE = 20_000
 
 
@@ -104,32 +105,17 @@ async def wait_all(items: Iterable[Any]) -> list[Any]:
     # what settles them), and a cancelled wait cancels them, as a cancelled gather does.
     gathered = asyncio.gather(*others.values(), return_exceptions=True) if others else None
     try:
-        await _settled(bulk)
+        # The records' results as a Deliveries builds them (the others' places hold None for now). Awaited bare:
+        # nobody else holds this Deliveries, so a cancelled wait cancels its future, and the results are not built.
+        results = await Deliveries(bulk)._settled_future()
     except BaseException:
         if gathered is not None:
             gathered.cancel()
         raise
-    results = await _results_in_slices(bulk)
     if gathered is not None:
         settled = await gathered
         for position, result in zip(others, settled, strict=True):
             results[position] = result
-    return results
-
-
-async def _settled(bulk: BulkDeliveries) -> None:
-    for outcome in bulk.outcomes():
-        await outcome.wait()  # follows splits to both halves
-
-
-async def _results_in_slices(bulk: BulkDeliveries) -> list[Any]:
-    # Built in slices, yielding between them: a caller waiting for a million records holds the loop a few ms at a
-    # time, not for the whole list.
-    count = len(bulk)
-    results = bulk.results(resolve, 0, _RESULTS_PER_SLICE)
-    for start in range(_RESULTS_PER_SLICE, count, _RESULTS_PER_SLICE):
-        await asyncio.sleep(0)
-        results += bulk.results(resolve, start, start + _RESULTS_PER_SLICE)
     return results
 
 
@@ -167,9 +153,9 @@ class Deliveries:
 
     def _settled_future(self) -> asyncio.Future[list[Any]]:
         """The one future of the results, set once every batch the records went to settled: the package's own
-        (`send_many` awaits it bare, as nobody else holds its Deliveries; the record hooks wait on it), never
-        handed to a caller who could cancel it. Watching starts at the first call; once the results are built the
-        records' handles are let go (a kept `Deliveries` holds only its list)."""
+        (`send_many` and `wait_all` await it bare, as nobody else holds their Deliveries; the record hooks wait on
+        it), never handed to a caller who could cancel it. Watching starts at the first call; once the results are
+        built the records' handles are let go (a kept `Deliveries` holds only its list)."""
         results = self._results
         if results is None:
             results = self._results = asyncio.get_running_loop().create_future()
