@@ -74,8 +74,9 @@ class BulkMethods:
         """Send many records; one result per record, in order: its RecordMetadata or the exception it failed with.
 
         A bad record fails only itself. Records without a timestamp share the call's. Cancelling `send_many` stops
-        buffering further records; those already buffered are still delivered, sent at once as a finished call's last
-        records are. When the producer starts closing while the call is buffering, the records not yet buffered fail with ProducerClosedError.
+        buffering further records; those already buffered are still delivered, sent at once as a finished call's
+        last records are. When the producer starts closing while the call is buffering, the records not yet buffered
+        fail with ProducerClosedError.
         """
         if self._record_hooks is not None:
             return await self._record_hooks.around_send_many(
