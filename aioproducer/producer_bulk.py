@@ -150,7 +150,8 @@ class BulkMethods:
         self: BulkHost, batch: Sequence[Any], appender: Appender, bulk: BulkDeliveries, watch: CallWatch | None
     ) -> None:
         """Buffer each record of `batch` in order, its Delivery (or the error that refused it) added to `bulk`;
-        `watch` is told after each stretch of records, so the hooks hear of them as their batches settle."""
+        `watch` is told after each stretch of records (at most YIELD_AFTER_BYTES of them, appended without a
+        wait), so the hooks hear of them as their batches settle."""
         index = 0
         while index < len(batch):
             refusal = self._refusal()  # closing began, or the transaction ended, while this call yielded or waited
@@ -159,16 +160,14 @@ class BulkMethods:
                     bulk.add(refusal)
                 break
             index, prepared = appender.append_many(batch, index, int(time.time() * 1000), bulk, YIELD_AFTER_BYTES)
+            if watch is not None:  # before any wait: the records just buffered may settle meanwhile
+                watch.buffered(bulk)
             if prepared is not None:
-                if watch is not None:  # before waiting: the records buffered so far may settle meanwhile
-                    watch.buffered(bulk)
                 try:
                     bulk.add(await self._append_after_waiting(prepared, appender))
                 except AioProducerError as exc:
                     bulk.add(exc)
             elif appender.unyielded_bytes >= YIELD_AFTER_BYTES and appender.yield_due():
-                if watch is not None:
-                    watch.buffered(bulk)
                 # Let the sender and other tasks run during a long call (keeps event-loop lag low).
                 appender.yielded()
                 await asyncio.sleep(0)

@@ -15,4 +15,5 @@ cdef class BulkDeliveries:
     cdef int add_record(self, object outcome, Py_ssize_t index, int64_t timestamp_ms, Py_ssize_t key_size,
                         Py_ssize_t value_size) except -1
     cdef int _grow(self) except -1
+    cdef Py_ssize_t _end_of(self, object stop) except -1
     cdef list _results(self, resolve, Py_ssize_t start, Py_ssize_t end)

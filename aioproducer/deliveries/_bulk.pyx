@@ -95,9 +95,19 @@ cdef class BulkDeliveries:
             raise IndexError(position)
         return self._columns[position * COLUMNS] != NOT_A_DELIVERY
 
+    cdef Py_ssize_t _end_of(self, object stop) except -1:
+        """Where records `start` to `stop` end, as the original's slice of its list reads `stop` (None: all; a
+        negative one counts from the end)."""
+        if stop is None:
+            return self._count
+        cdef Py_ssize_t end = stop
+        if end < 0:
+            end = max(self._count + end, 0)
+        return min(end, self._count)
+
     def outcomes(self, Py_ssize_t start=0, stop=None):
         """Each batch outcome the records `start` to `stop` (default: all) went to, once."""
-        cdef Py_ssize_t end = self._count if stop is None else min(<Py_ssize_t>stop, self._count)
+        cdef Py_ssize_t end = self._end_of(stop)
         start = max(start, 0)
         if start == 0 and end == self._count:
             return list(self._outcomes)
@@ -119,7 +129,7 @@ cdef class BulkDeliveries:
         """Each record's RecordMetadata or error, in order, for records `start` to `stop` (default: all; every
         outcome they went to must be settled); `resolve` is `aioproducer.deliveries.delivery.resolve`, used for batches that
         were split."""
-        cdef Py_ssize_t end = self._count if stop is None else min(<Py_ssize_t>stop, self._count)
+        cdef Py_ssize_t end = self._end_of(stop)
         # The new list is young and growing: every young collection that its allocations trigger would walk it
         # again. Nothing here can form a cycle, so the collector pauses until the list is built.
         cdef int collecting = PyGC_Disable()

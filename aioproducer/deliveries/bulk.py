@@ -159,8 +159,16 @@ class Deliveries:
         results = self._results
         if results is None:
             results = self._results = asyncio.get_running_loop().create_future()
+            results.add_done_callback(self._let_go_if_cancelled)
             when_settled(self._bulk.outcomes(), partial(self._all_settled, results))
         return results
+
+    def _let_go_if_cancelled(self, results: asyncio.Future[list[Any]]) -> None:
+        # Cancelled by its only waiter (a send_many or wait cancelled): the results will never be built, so the
+        # records' entries go now rather than when their batches settle (a caller retrying a wait with a timeout
+        # while the broker is away would otherwise keep one copy per attempt).
+        if results.cancelled():
+            self._bulk, self._refused = BulkDeliveries(), None
 
     def _all_settled(self, results: asyncio.Future[list[Any]]) -> None:
         # Built from a loop callback rather than inside the settling that called this (the sender's, or a
