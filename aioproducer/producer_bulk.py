@@ -150,8 +150,8 @@ class BulkMethods:
         self: BulkHost, batch: Sequence[Any], appender: Appender, bulk: BulkDeliveries, watch: CallWatch | None
     ) -> None:
         """Buffer each record of `batch` in order, its Delivery (or the error that refused it) added to `bulk`;
-        `watch` is told after each stretch of records (at most YIELD_AFTER_BYTES of them, appended without a
-        wait), so the hooks hear of them as their batches settle."""
+        `watch` is told after each stretch of records (at most YIELD_AFTER_BYTES_MAX bytes of them, appended without
+        a wait), so the hooks hear of them as their batches settle."""
         index = 0
         while index < len(batch):
             refusal = self._refusal()  # closing began, or the transaction ended, while this call yielded or waited

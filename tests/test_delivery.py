@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from aioproducer.deliveries import bulk as bulk_module
 from aioproducer.deliveries import delivery as delivery_module
-from aioproducer.deliveries.bulk import BulkDeliveries, wait_all
+from aioproducer.deliveries.bulk import BulkDeliveries, wait_all, when_settled
 from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve
 from aioproducer.errors import DeliveryTimeoutError, InvalidRecordError
 from aioproducer.models import ProducerRecord, RecordMetadata
@@ -209,17 +209,21 @@ async def test_a_split_batch_forwards_each_record_to_its_half() -> None:
         await waiting[1]
 
 
-async def test_outcome_wait_follows_splits() -> None:
-    outcome = outcome_now()
-    waiting = asyncio.ensure_future(outcome.wait())
-    await asyncio.sleep(0)
+async def test_when_settled_calls_once_after_both_halves_of_a_split_and_every_other_outcome_settled() -> None:
+    """Called once (an outcome listed twice too), after both halves of a split batch and the other outcome settled,
+    not at the split."""
+    outcome, other = outcome_now(), outcome_now()
+    calls: list[None] = []
+    when_settled([outcome, other, outcome], lambda: calls.append(None))
     first, second = outcome_now(), outcome_now()
     outcome.forward(1, first, second)
     first.succeed(0, -1)
-    await asyncio.sleep(0)
-    assert not waiting.done()
+    other.succeed(5, -1)
+    assert calls == []
     second.succeed(1, -1)
-    await asyncio.wait_for(waiting, 1)
+    assert calls == [None]
+    when_settled([first, other], lambda: calls.append(None))  # all settled already: at once
+    assert calls == [None, None]
 
 
 async def test_bulk_deliveries_keep_order_errors_and_splits(bulk_type: type[BulkDeliveries]) -> None:

@@ -107,7 +107,11 @@ async def wait_all(items: Iterable[Any]) -> list[Any]:
     try:
         # The records' results as a Deliveries builds them (the others' places hold None for now). Awaited bare:
         # nobody else holds this Deliveries, so a cancelled wait cancels its future, and the results are not built.
-        results = await Deliveries(bulk)._settled_future()
+        deliveries = Deliveries(bulk)
+        # A cancelled wait's frame may outlive it, held by its exception's traceback (CPython 3.12 keeps the last
+        # one): let it hold only the Deliveries, which lets go of the records' entries when cancelled.
+        del bulk
+        results = await deliveries._settled_future()
     except BaseException:
         if gathered is not None:
             gathered.cancel()

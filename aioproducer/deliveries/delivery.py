@@ -107,16 +107,6 @@ class BatchOutcome:
         """Call `callback` once, when this outcome is settled or forwarded (it then re-resolves)."""
         self.waiters.append(callback)
 
-    async def wait(self) -> None:
-        """Until this batch (or, after a split, each of its halves) is settled."""
-        if not self.done and self.first is None:
-            woken: asyncio.Future[None] = self.loop.create_future()
-            self.add_waiter(lambda: _wake(woken))
-            await woken
-        if self.first is not None and self.second is not None:
-            await self.first.wait()
-            await self.second.wait()
-
     def metadata(self, index: int, timestamp_ms: int, key_size: int, value_size: int) -> RecordMetadata:
         """The `RecordMetadata` of the batch's record at `index` (only once delivered)."""
         base = self.base_offset
@@ -232,11 +222,6 @@ def callbacks_of(delivery: Delivery) -> list[tuple[Any, Any]]:
     if delivery._callback is None:
         return []
     return [(delivery._callback, delivery._callback_context), *(delivery._callbacks or ())]
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 def resolve(outcome: BatchOutcome, index: int) -> tuple[BatchOutcome, int]:

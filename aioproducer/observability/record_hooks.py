@@ -85,7 +85,7 @@ class RecordHooks:
         # must be reset where it was set, and must not outlive the call in the caller's context.
         call_context = contextvars.copy_context()
         tokens, batch = call_context.run(self._many_started, records)
-        watch = CallWatch(self, call_context, tokens, batch)
+        watch = CallWatch(self._hooks, self._open_calls, call_context, tokens, batch)
         try:
             return await enqueue_many(batch, watch=watch)
         except BaseException as exc:
@@ -135,12 +135,18 @@ class CallWatch:
     for, also those of a call still buffering. The call's hooks end (`on_send_many_end`) once its results are built.
     """
 
-    __slots__ = ("_batch", "_context", "_covered", "_positions", "_record_hooks", "_tokens", "ended")
+    __slots__ = ("_batch", "_context", "_covered", "_hooks", "_open_calls", "_positions", "_tokens", "ended")
 
     def __init__(
-        self, record_hooks: RecordHooks, context: contextvars.Context, tokens: list[Any], batch: list[ProducerRecord]
+        self,
+        hooks: HookChain,
+        open_calls: set[asyncio.Future[None]],
+        context: contextvars.Context,
+        tokens: list[Any],
+        batch: list[ProducerRecord],
     ) -> None:
-        self._record_hooks = record_hooks
+        self._hooks = hooks
+        self._open_calls = open_calls  # the RecordHooks' calls whose hooks have not ended: this one joins at its end
         self._context = context
         self._tokens = tokens
         self._batch = batch  # the call's records as the hooks left them
@@ -155,7 +161,7 @@ class CallWatch:
         if not refused:
             return
         self._positions = [position for position in range(len(self._batch)) if position not in refused]
-        hooks = self._record_hooks._hooks
+        hooks = self._hooks
         for position, error in refused.items():
             record = self._batch[position]
             if type(record) is ProducerRecord:
@@ -175,20 +181,20 @@ class CallWatch:
         cancel."""
         self.ended = True
         open_call = asyncio.get_running_loop().create_future()
-        self._record_hooks._open_calls.add(open_call)
+        self._open_calls.add(open_call)
         deliveries._settled_future().add_done_callback(partial(self._end, open_call))
 
     def refuse_all(self, error: BaseException) -> None:
         """The call was refused before it buffered anything (the producer closed, the transaction ended)."""
         self.ended = True
-        hooks = self._record_hooks._hooks
+        hooks = self._hooks
         for record in self._batch:
             if type(record) is ProducerRecord:
                 hooks.record_acknowledged(record, None, error)
         self._context.run(hooks.send_many_end, self._tokens, [error] * len(self._batch))
 
     def _acknowledge(self, bulk: BulkDeliveries, start: int, stop: int) -> None:
-        hooks, batch, positions = self._record_hooks._hooks, self._batch, self._positions
+        hooks, batch, positions = self._hooks, self._batch, self._positions
         for entry, result in enumerate(bulk.results(resolve, start, stop), start):
             record = batch[entry if positions is None else positions[entry]]
             if type(record) is not ProducerRecord:  # not a record: refused at the call, never shown to the hooks
@@ -199,13 +205,13 @@ class CallWatch:
                 hooks.record_acknowledged(record, result, None)
 
     def _end(self, open_call: asyncio.Future[None], settled: asyncio.Future[list[Any]]) -> None:
-        self._record_hooks._open_calls.discard(open_call)
+        self._open_calls.discard(open_call)
         try:
             results: Sequence[Any] = settled.result()
         except BaseException as exc:  # not expected: nothing cancels the results' future of an enqueue_many call
             results = [exc] * len(self._batch)
         try:
-            self._context.run(self._record_hooks._hooks.send_many_end, self._tokens, results)
+            self._context.run(self._hooks.send_many_end, self._tokens, results)
         finally:
             open_call.set_result(None)
 

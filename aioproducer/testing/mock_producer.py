@@ -24,7 +24,7 @@ from aioproducer.append.appender import PreparedRecord
 from aioproducer.append.table_records import send_table_as_records
 from aioproducer.columnar.reader import ArrowReader
 from aioproducer.config import ProducerConfig
-from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries, wait_all
+from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries, wait_all, when_settled
 from aioproducer.deliveries.delivery import Delivery
 from aioproducer.errors import (
     AioProducerError,
@@ -417,12 +417,17 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
             if not self.auto_complete:
                 self.complete_all()
                 return
-            outcomes = [record.outcome for record in self._log.pending]
-            if outcomes:
-                try:
-                    await asyncio.wait_for(asyncio.gather(*(o.wait() for o in outcomes)), timeout)
-                except asyncio.TimeoutError:
-                    raise KafkaTimeoutError(f"records not delivered within {timeout} s") from None
+            settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def all_settled() -> None:
+                if not settled.done():  # a flush that timed out cancelled it
+                    settled.set_result(None)
+
+            when_settled(dict.fromkeys(record.outcome for record in self._log.pending), all_settled)
+            try:
+                await asyncio.wait_for(settled, timeout)
+            except asyncio.TimeoutError:
+                raise KafkaTimeoutError(f"records not delivered within {timeout} s") from None
         finally:  # as the Producer (Java's flush-time-ns-total): whatever the outcome
             self._metrics.flush_time_ns_total += time.perf_counter_ns() - started
 
