@@ -186,6 +186,20 @@ async def test_latency_delays_completion_and_flush_waits_for_it() -> None:
         assert [md.offset for md in results] == [1, 2, 3]
 
 
+@pytest.mark.parametrize("timeout", [None, 5.0])
+async def test_flush_returns_after_every_records_callback_ran(timeout: float | None) -> None:
+    """MockProducer.flush woke from the last batch's waiter, which a batch runs before it schedules its records'
+    callbacks: flush returned before they ran (the Producer's flush returns after)."""
+    async with MockProducer(latency_ms=5) as mock:
+        seen: list[int] = []
+        for _ in range(3):
+            delivery = await mock.enqueue("t", b"v")
+            delivery.add_done_callback(lambda done: seen.append(done.result().offset))
+        await mock.flush(timeout)
+        assert seen == [0, 1, 2]
+        await mock.flush(0)  # nothing pending: at once, even with no time to wait
+
+
 async def test_flush_times_out_while_records_are_slower_than_the_timeout() -> None:
     async with MockProducer(latency_ms=5000) as mock:
         await mock.enqueue("t", b"v")

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -24,6 +25,7 @@ from security_proxies import KafkaProxy, SaslServer
 
 from aioproducer import Producer, ProducerConfig
 from aioproducer.errors import AuthenticationError, ConfigError, FeatureNotAvailableError
+from aioproducer.security import oidc
 from aioproducer.security.oidc import (
     ClientCredentialsTokenProvider,
     OidcLogin,
@@ -339,16 +341,27 @@ async def test_transient_failures_are_retried_with_backoff_and_client_errors_are
     assert len(endpoint.requests) == 4
 
 
-async def test_retries_stop_once_the_backoff_maximum_has_passed(endpoint: TokenEndpoint) -> None:
+async def test_retries_stop_once_the_backoff_maximum_has_passed(
+    endpoint: TokenEndpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The backoff is counted on a clock that moves only while the provider sleeps: this test counted attempts on
+    the wall clock, and on a loaded machine the slow requests themselves used up the 300 ms (3 attempts, not 4-6)."""
+    slept: list[float] = []
+    clock = [1000.0]
+
+    def sleep(seconds: float) -> None:
+        slept.append(round(seconds, 6))
+        clock[0] += seconds
+
+    monkeypatch.setattr(oidc, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=sleep, time=time.time))
     endpoint.fail_with.extend([503] * 50)
     settings = {"sasl.login.retry.backoff.ms": "20", "sasl.login.retry.backoff.max.ms": "300"}
     provider = ClientCredentialsTokenProvider(login_of(endpoint.url, **settings))
-    began = time.monotonic()
-    with pytest.raises(AuthenticationError, match="HTTP 503 from the token endpoint: temporarily_unavailable"):
+    with pytest.raises(AuthenticationError, match=r"after 5 attempt.*HTTP 503 from the token endpoint: temporarily_"):
         await provider()
-    # 20, 40, 80, 160 ms of backoff fit in 300 ms; the fifth wait is cut to what is left, then the attempts stop.
-    assert 4 <= len(endpoint.requests) <= 6
-    assert time.monotonic() - began < 10
+    # 20, 40, 80 and 160 ms of backoff make the 300 ms; the sixth attempt's wait would pass it, so the attempts stop.
+    assert slept == [0.02, 0.04, 0.08, 0.16]
+    assert len(endpoint.requests) == 5
 
 
 async def test_an_unreachable_endpoint_and_a_bad_answer_fail_with_authentication_errors(

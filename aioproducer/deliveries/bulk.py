@@ -10,6 +10,7 @@ outcomes' waiters count the batches down, and loop callbacks build the results. 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Generator, Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve
 from aioproducer.models import RecordMetadata
 from aioproducer.serializers import RecordSerializer
 
-__all__ = ["BulkDeliveries", "Deliveries", "PureBulkDeliveries", "wait_all", "when_settled"]
+__all__ = ["BulkDeliveries", "Deliveries", "PureBulkDeliveries", "SettledWatch", "wait_all", "when_settled"]
 
 
 class BulkDeliveries:
@@ -131,7 +132,7 @@ class Deliveries:
     be awaited more than once, and `len()` is the number of records. Cancelling an await cancels only the waiting.
     """
 
-    __slots__ = ("_bulk", "_count", "_refused", "_results")
+    __slots__ = ("_bulk", "_count", "_refused", "_results", "_watch")
 
     def __init__(self, bulk: BulkDeliveries, refused: Mapping[int, BaseException] | None = None) -> None:
         self._bulk = bulk
@@ -141,6 +142,7 @@ class Deliveries:
         # Settled by the batch outcomes' waiters and loop callbacks, never by a task: a shutdown handler that
         # cancels every task cannot cancel it (nor the record hooks' acknowledgement, which waits on it).
         self._results: asyncio.Future[list[Any]] | None = None
+        self._watch: SettledWatch | None = None  # the batch outcomes watched for the results, until they are built
 
     def __len__(self) -> int:
         return self._count
@@ -164,7 +166,7 @@ class Deliveries:
         if results is None:
             results = self._results = asyncio.get_running_loop().create_future()
             results.add_done_callback(self._let_go_if_cancelled)
-            when_settled(self._bulk.outcomes(), partial(self._all_settled, results))
+            self._watch = when_settled(self._bulk.outcomes(), partial(self._all_settled, results))
         return results
 
     def _let_go_if_cancelled(self, results: asyncio.Future[list[Any]]) -> None:
@@ -173,6 +175,9 @@ class Deliveries:
         # while the broker is away would otherwise keep one copy per attempt).
         if results.cancelled():
             self._bulk, self._refused = BulkDeliveries(), None
+            if self._watch is not None:  # nor do its waiters stay on every batch still pending
+                self._watch.cancel()
+        self._watch = None
 
     def _all_settled(self, results: asyncio.Future[list[Any]]) -> None:
         # Built from a loop callback rather than inside the settling that called this (the sender's, or a
@@ -199,17 +204,21 @@ class Deliveries:
         future.set_result(RecordSerializer.merge(results, refused) if refused else results)
 
 
-def when_settled(outcomes: Iterable[BatchOutcome], settled: Callable[[], None]) -> None:
+def when_settled(outcomes: Iterable[BatchOutcome], settled: Callable[[], object]) -> SettledWatch:
     """Call `settled` once every outcome given is settled (each half of one that was split): from the last one's
-    settling, or at once when all are. Through the outcomes' waiters, so no task is kept that could be cancelled."""
-    _SettledWatch(outcomes, settled)
+    settling, or at once when all are. Through the outcomes' waiters, so no task is kept that could be cancelled;
+    `cancel()` on the watch returned takes them off the outcomes still pending."""
+    return SettledWatch(outcomes, settled)
 
 
-class _SettledWatch:
-    __slots__ = ("_pending", "_settled")
+class SettledWatch:
+    """Counts a set of batch outcomes down to `settled` (see `when_settled`)."""
 
-    def __init__(self, outcomes: Iterable[BatchOutcome], settled: Callable[[], None]) -> None:
-        self._settled = settled
+    __slots__ = ("_pending", "_settled", "_waiters")
+
+    def __init__(self, outcomes: Iterable[BatchOutcome], settled: Callable[[], object]) -> None:
+        self._settled: Callable[[], object] | None = settled
+        self._waiters: list[tuple[BatchOutcome, Callable[[], None]]] = []
         self._pending = 1  # held until every outcome is watched, so none settling meanwhile calls `settled` early
         for outcome in outcomes:
             self._watch(outcome)
@@ -223,14 +232,27 @@ class _SettledWatch:
             self._watch(outcome.second)
             return
         self._pending += 1
-        outcome.add_waiter(partial(self._outcome_settled, outcome))
+        waiter = partial(self._outcome_settled, outcome)
+        self._waiters.append((outcome, waiter))
+        outcome.add_waiter(waiter)
+
+    def cancel(self) -> None:
+        """`settled` will not be called: the waiters left on outcomes still pending go (a wait retried while the
+        broker is away would otherwise leave one per batch per attempt until the batches settle)."""
+        self._settled = None
+        waiters, self._waiters = self._waiters, []
+        for outcome, waiter in waiters:
+            with contextlib.suppress(ValueError):  # that outcome has settled since: its waiters are gone
+                outcome.waiters.remove(waiter)
 
     def _outcome_settled(self, outcome: BatchOutcome | None) -> None:
         if outcome is not None:
             self._watch(outcome)  # a split outcome is not settled: its halves are watched now
         self._pending -= 1
         if self._pending == 0:
-            self._settled()
+            settled, self._settled, self._waiters = self._settled, None, []
+            if settled is not None:
+                settled()
 
 
 # The compiled twin, when built (see aioproducer.accelerated): each record as five integers in one C array rather

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -417,13 +418,19 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
             if not self.auto_complete:
                 self.complete_all()
                 return
-            settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            outcomes = dict.fromkeys(record.outcome for record in self._log.pending)
+            if not outcomes:
+                return
+            loop = asyncio.get_running_loop()
+            settled: asyncio.Future[None] = loop.create_future()
 
-            def all_settled() -> None:
+            def set_settled() -> None:
                 if not settled.done():  # a flush that timed out cancelled it
                     settled.set_result(None)
 
-            when_settled(dict.fromkeys(record.outcome for record in self._log.pending), all_settled)
+            # From a loop callback, not from the last batch's waiter: a batch runs its waiters before it schedules
+            # its records' callbacks, and flush returns once every record's callback ran (as the Producer's does).
+            when_settled(outcomes, partial(loop.call_soon, set_settled))
             try:
                 await asyncio.wait_for(settled, timeout)
             except asyncio.TimeoutError:
