@@ -53,8 +53,12 @@ class Settings:
     )
     # Below the platform's grace period, leaving time for the server to finish in-flight requests first.
     shutdown_grace_s: float = 20.0
-    # A handler should not hang for a minute (Java's default max.block.ms) when the cluster is away.
+    # A handler should not hang for minutes when the cluster is away: max_block_ms bounds the wait for metadata and
+    # buffer memory, delivery_timeout_ms the wait for a buffered record's acknowledgement (Java's defaults: 60 s and
+    # 120 s; it must be at least linger_ms + request_timeout_ms).
     max_block_ms: int = 5000
+    request_timeout_ms: int = 5000
+    delivery_timeout_ms: int = 10_000
 
 
 def default_producer(settings: Settings) -> Producer:
@@ -64,6 +68,8 @@ def default_producer(settings: Settings) -> Producer:
         key_serializer="str",
         linger_ms=5,
         max_block_ms=settings.max_block_ms,
+        request_timeout_ms=settings.request_timeout_ms,
+        delivery_timeout_ms=settings.delivery_timeout_ms,
     )
 
 
@@ -167,7 +173,7 @@ def create_app(
 
 
 def _unavailable(exc: AioProducerError) -> HTTPException:
-    # Buffer full or cluster unreachable for max_block_ms: the client may retry later.
+    # Buffer full, or cluster unreachable for max_block_ms or delivery_timeout_ms: the client may retry later.
     retry = {"Retry-After": "5"} if isinstance(exc, KafkaTimeoutError) else None
     return HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"{type(exc).__name__}: {exc}", headers=retry)
 
