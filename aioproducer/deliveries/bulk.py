@@ -10,7 +10,6 @@ outcomes' waiters count the batches down, and loop callbacks build the results. 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Generator, Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -218,7 +217,7 @@ class SettledWatch:
 
     def __init__(self, outcomes: Iterable[BatchOutcome], settled: Callable[[], object]) -> None:
         self._settled: Callable[[], object] | None = settled
-        self._waiters: list[tuple[BatchOutcome, Callable[[], None]]] = []
+        self._waiters: list[partial[None]] = []  # each holds the outcome it waits on: `waiter.args[0]`
         self._pending = 1  # held until every outcome is watched, so none settling meanwhile calls `settled` early
         for outcome in outcomes:
             self._watch(outcome)
@@ -233,7 +232,7 @@ class SettledWatch:
             return
         self._pending += 1
         waiter = partial(self._outcome_settled, outcome)
-        self._waiters.append((outcome, waiter))
+        self._waiters.append(waiter)
         outcome.add_waiter(waiter)
 
     def cancel(self) -> None:
@@ -241,9 +240,8 @@ class SettledWatch:
         broker is away would otherwise leave one per batch per attempt until the batches settle)."""
         self._settled = None
         waiters, self._waiters = self._waiters, []
-        for outcome, waiter in waiters:
-            with contextlib.suppress(ValueError):  # that outcome has settled since: its waiters are gone
-                outcome.waiters.remove(waiter)
+        for waiter in waiters:
+            waiter.args[0].remove_waiter(waiter)
 
     def _outcome_settled(self, outcome: BatchOutcome | None) -> None:
         if outcome is not None:

@@ -10,6 +10,7 @@ that now carries it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Generator
 from contextvars import Context, copy_context
@@ -106,6 +107,11 @@ class BatchOutcome:
     def add_waiter(self, callback: Callable[[], None]) -> None:
         """Call `callback` once, when this outcome is settled or forwarded (it then re-resolves)."""
         self.waiters.append(callback)
+
+    def remove_waiter(self, callback: Callable[[], None]) -> None:
+        """Take back a waiter not called yet (none once this outcome has settled or forwarded: its waiters ran)."""
+        with contextlib.suppress(ValueError):
+            self.waiters.remove(callback)
 
     def metadata(self, index: int, timestamp_ms: int, key_size: int, value_size: int) -> RecordMetadata:
         """The `RecordMetadata` of the batch's record at `index` (only once delivered)."""
