@@ -507,7 +507,12 @@ async def test_flush_during_a_bulk_call_returns_once_the_hooks_heard_of_what_it_
     mock_cluster.create_topic("t", 1)
     mock_cluster.create_topic("growing", 1)
     async with Producer(
-        mock_cluster.bootstrap_servers, hooks=[hook], linger_ms=500, max_block_ms=10_000, metadata_max_age_ms=100
+        mock_cluster.bootstrap_servers,
+        hooks=[hook],
+        linger_ms=500,
+        max_block_ms=10_000,
+        metadata_max_age_ms=100,
+        allow_auto_create_topics=False,  # see MockCluster.delete_topic
     ) as producer:
         await producer.send("t", b"warm-up")
         hook.seen.clear()

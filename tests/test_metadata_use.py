@@ -91,7 +91,12 @@ async def test_a_grown_topic_in_constant_use_is_seen_after_metadata_max_idle_ms(
     were never used."""
     mock_cluster.create_topic("busy", 2)
     key = next(b"k%d" % i for i in range(100) if partition_for_key(b"k%d" % i, 3) == 2)
-    settings = {"metadata_max_idle_ms": IDLE_MS, "metadata_max_age_ms": 200, "linger_ms": 2}
+    settings = {
+        "metadata_max_idle_ms": IDLE_MS,
+        "metadata_max_age_ms": 200,
+        "linger_ms": 2,
+        "allow_auto_create_topics": False,  # see MockCluster.delete_topic
+    }
     async with Producer(mock_cluster.bootstrap_servers, **settings) as producer:
         loop = asyncio.get_running_loop()
         until = loop.time() + IDLE_MS / 1000 + 1.0

@@ -16,7 +16,13 @@ BEFORE, AFTER = 3, 4
 KEYS = [b"user-%d" % i for i in range(24)]
 # Small batches make the sticky partitioner move on every dozen keyless records or so: over a few hundred of them
 # the chance of never picking one given partition is below one in a million.
-SETTINGS = {"linger_ms": 1, "batch_size": 512, "metadata_max_age_ms": 200, "retry_backoff_ms": 20}
+SETTINGS = {
+    "linger_ms": 1,
+    "batch_size": 512,
+    "metadata_max_age_ms": 200,
+    "retry_backoff_ms": 20,
+    "allow_auto_create_topics": False,  # see MockCluster.delete_topic
+}
 
 
 def records(tag: str, topic: str, keyless: int) -> list[ProducerRecord]:

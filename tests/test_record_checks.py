@@ -129,7 +129,13 @@ async def test_an_explicit_partition_beyond_the_known_count_waits_for_the_topic_
     """A partition beyond the count the producer last saw failed at once, although the topic may have grown since
     its last metadata refresh: Java refreshes metadata and waits up to max_block_ms for the partition."""
     mock_cluster.create_topic("grows", 2)
-    settings = {"metadata_max_age_ms": 600_000, "max_block_ms": 60_000, "retry_backoff_ms": 20, "linger_ms": 1}
+    settings = {
+        "metadata_max_age_ms": 600_000,
+        "max_block_ms": 60_000,
+        "retry_backoff_ms": 20,
+        "linger_ms": 1,
+        "allow_auto_create_topics": False,  # see MockCluster.delete_topic
+    }
     async with Producer(mock_cluster.bootstrap_servers, **settings) as producer:
         await producer.send("grows", b"first", partition=1)
         # The mock has no CreatePartitions: delete and create again with more partitions.

@@ -171,7 +171,12 @@ class MockCluster:
         self._check(f"create_topic({name!r})", code)
 
     def delete_topic(self, name: str) -> None:
-        """Delete `name`; deleting and creating it again with more partitions simulates partition growth."""
+        """Delete `name`; deleting and creating it again with more partitions simulates partition growth.
+
+        A client asking for the topic's metadata in between, with auto-creation allowed (the producer's default,
+        `allow_auto_create_topics`), has the mock create it again with its default partition count, and the
+        `create_topic` that follows fails: clients running across the two calls should not allow auto-creation.
+        """
         self._check(f"delete_topic({name!r})", self._lib.rd_kafka_mock_topic_delete(self._handle(), name.encode()))
 
     def set_partition_leader(self, topic: str, partition: int, broker_id: int) -> None:
