@@ -3,16 +3,18 @@
 from collections.abc import Sequence
 from typing import Any
 
-from aioproducer.models import Header, ProducerRecord
+from aioproducer import models
 
-def adopt(record_type: type[ProducerRecord]) -> None: ...
-def new_producer_record(
-    cls: type[ProducerRecord],
+def adopt(record_type: type[models.ProducerRecord]) -> None: ...
+
+# Named after the class it builds (an argument error names it): the function is ProducerRecord.__new__.
+def ProducerRecord(
+    cls: type[models.ProducerRecord],
     topic: str,
     value: Any = ...,
     *,
     key: Any = ...,
-    headers: Sequence[Header] | None = ...,
+    headers: Sequence[models.Header] | None = ...,
     partition: int | None = ...,
     timestamp_ms: int | None = ...,
-) -> ProducerRecord: ...
+) -> models.ProducerRecord: ...

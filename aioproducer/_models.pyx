@@ -33,8 +33,9 @@ cdef inline bint _atomic(object item) noexcept:
     return item is None or PyBytes_CheckExact(item) or PyUnicode_CheckExact(item) or PyLong_CheckExact(item)
 
 
-def new_producer_record(cls, topic, value=None, *, key=None, headers=None, partition=None, timestamp_ms=None):
-    """Twin of `ProducerRecord.__new__`."""
+def ProducerRecord(cls, topic, value=None, *, key=None, headers=None, partition=None, timestamp_ms=None):
+    """Twin of `ProducerRecord.__new__`, named after the class: an argument error names it, as the original's does,
+    and not this module (Java's `ProducerRecord(topic, key, value)` order is refused with a TypeError)."""
     if not (isinstance(cls, type) and issubclass(cls, tuple)):
         # Only a tuple type has room for the six fields: anything else gets tuple.__new__'s own TypeError.
         return tuple.__new__(cls, (topic, value, key, headers, partition, timestamp_ms))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aioproducer.models import ProducerRecord, RecordMetadata, record_of
+from aioproducer.validation import header_pairs
 
 __all__ = ["BatchWritten", "Hook", "HookChain", "RequestDone", "TransactionEvent", "load_interceptor"]
 
@@ -80,7 +81,8 @@ class Hook(Protocol):
     """What a hook may implement; every method is optional and runs on the producer's event loop, so keep it fast.
 
     - `on_record_buffered(record) -> ProducerRecord | None`: before the record is serialized and buffered; return a
-      changed record (e.g. with more headers) or None to keep it (Java's `onSend`).
+      changed record (e.g. with more headers) or None to keep it (Java's `onSend`). The record's headers are None
+      or a list of (key, value) pairs, also when the caller gave a dict.
     - `on_record_acknowledged(record, metadata, error)`: once per record, delivered or failed, including records
       refused before they were buffered (Java's `onAcknowledgement`).
     - `on_send_many_start(records) -> token` / `on_send_many_end(token, results)`: around one `send_many` call.
@@ -165,6 +167,13 @@ class HookChain:
 
     # -- record events ------------------------------------------------------------------------------------------
     def record_buffered(self, record: ProducerRecord) -> ProducerRecord:
+        headers = record.headers
+        if headers is not None:
+            # Hooks see headers as pairs, as the serializers do, whatever form the caller gave (a dict, say): a hook
+            # that reads or extends them as pairs (the OpenTelemetry hook's traceparent) must not meet a mapping.
+            pairs = header_pairs(headers)
+            if pairs is not headers:
+                record = record._replace(headers=pairs)
         if self._closed:
             return record
         for method in self._buffered:

@@ -22,16 +22,19 @@ if TYPE_CHECKING:
     # module that defines it: columnar.arrow imports Header from here, and a module pair must not import each other.
     from aioproducer.columnar.export import PureInt64Array as Int64Array
 
-__all__ = ["Header", "ProducerRecord", "RecordMetadata", "RowFailures", "TableReport", "record_of"]
+__all__ = ["Header", "Headers", "ProducerRecord", "RecordMetadata", "RowFailures", "TableReport", "record_of"]
 
 Header = tuple[str, "bytes | None"]
+# What a call takes as `headers`: (key, value) pairs in order (a key may repeat, as in Kafka), or a mapping when each
+# key appears once; `validation.check_headers` turns either into pairs.
+Headers = Sequence[Header] | Mapping[str, "bytes | None"]
 
 
 class _RecordFields(NamedTuple):
     topic: str
     value: Any = None
     key: Any = None
-    headers: Sequence[Header] | None = None
+    headers: Headers | None = None
     partition: int | None = None
     timestamp_ms: int | None = None
 
@@ -55,7 +58,7 @@ class ProducerRecord(_RecordFields):
         value: Any = None,
         *,
         key: Any = None,
-        headers: Sequence[Header] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> ProducerRecord:
@@ -149,4 +152,4 @@ PureProducerRecordNew = ProducerRecord.__new__
 _twin = compiled_twin("aioproducer._models")
 if _twin is not None:
     _twin.adopt(ProducerRecord)
-    ProducerRecord.__new__ = staticmethod(_twin.new_producer_record)  # type: ignore[method-assign]
+    ProducerRecord.__new__ = staticmethod(_twin.ProducerRecord)  # type: ignore[method-assign]

@@ -42,7 +42,7 @@ from aioproducer.errors import (
     WouldBlockError,
 )
 from aioproducer.idempotence.sequences import IdempotenceState
-from aioproducer.models import RecordMetadata
+from aioproducer.models import Headers, RecordMetadata
 from aioproducer.network.cluster import Cluster, monotonic_ms
 from aioproducer.network.metadata import TopicInfo
 from aioproducer.observability.health import Health, health_of
@@ -398,7 +398,7 @@ class Producer(BulkMethods, TableMethods, TransactionalMethods):
         value: Any = None,
         *,
         key: Any = None,
-        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> RecordMetadata:
@@ -417,7 +417,7 @@ class Producer(BulkMethods, TableMethods, TransactionalMethods):
         value: Any = None,
         *,
         key: Any = None,
-        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> Delivery:
@@ -468,7 +468,7 @@ class Producer(BulkMethods, TableMethods, TransactionalMethods):
         value: Any = None,
         *,
         key: Any = None,
-        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> Delivery:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
 
 from aioproducer.errors import AioProducerError, ConfigError, InvalidRecordError
-from aioproducer.validation import check_topic, not_a_record
+from aioproducer.validation import check_topic, header_pairs, not_a_record
 
 __all__ = [
     "BUILTIN_SERIALIZERS",
@@ -356,8 +356,7 @@ def _header_list(headers: Any) -> Headers | Any:
     # A fresh list the serializers may append to (a schema id header, say); the appender validates it after.
     if headers is None:
         return []
-    if isinstance(headers, dict):
-        return list(headers.items())
+    headers = header_pairs(headers)
     if isinstance(headers, list | tuple):
         return list(headers)
     return headers  # not a sequence: the appender refuses it with its own message

@@ -7,7 +7,7 @@ the rules: the compiled appender may accept the common case inline, and calls th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from aioproducer.errors import InvalidRecordError, UnknownPartitionError
@@ -20,6 +20,7 @@ __all__ = [
     "check_partition",
     "check_timestamp",
     "check_topic",
+    "header_pairs",
     "listed_records",
     "not_a_record",
     "record_size",
@@ -71,10 +72,18 @@ def check_timestamp(timestamp_ms: object) -> int:
     return timestamp_ms
 
 
+def header_pairs(headers: Any) -> Any:
+    """A mapping of headers as a new list of its (key, value) pairs; anything else as it is (pairs already, or what
+    `check_headers` refuses). The one place a mapping becomes pairs: serializers and hooks see pairs, as Java's
+    `Headers` is a list that may repeat a key."""
+    if isinstance(headers, (list, tuple)) or not isinstance(headers, Mapping):
+        return headers
+    return list(headers.items())
+
+
 def check_headers(headers: object) -> tuple[tuple[str, bytes | None], ...]:
     """Headers as a tuple of (str key, bytes-or-None value) pairs."""
-    if isinstance(headers, dict):
-        headers = list(headers.items())
+    headers = header_pairs(headers)
     if not isinstance(headers, Sequence) or isinstance(headers, (str, bytes)):
         raise InvalidRecordError(f"headers must be a list of (str, bytes) pairs, got {type(headers).__name__}")
     checked: list[tuple[str, bytes | None]] = []

@@ -121,6 +121,28 @@ async def test_a_traceparent_set_by_the_caller_is_kept(
     assert [s.name for s in telemetry.spans.get_finished_spans()] == [f"send {topic}"]  # ended all the same
 
 
+@pytest.mark.parametrize("headers", [{"tenant": b"7", "empty": None}, {"ab": b"7"}], ids=["word", "two-letter"])
+async def test_headers_given_as_a_dict_keep_their_entries_and_gain_a_traceparent(
+    bootstrap: str,
+    topic_factory: Callable[..., str],
+    read_back_records: Callable[..., list[ConsumedRecord]],
+    telemetry: Telemetry,
+    headers: dict[str, bytes | None],
+) -> None:
+    """A caller's headers given as a dict reached the hook as the dict, which it read as pairs: iterating gave the
+    keys, so a key like "tenant" made the hook fail (no traceparent, an error logged), and a two-letter key unpacked
+    into two names, after which the record the hook returned was refused as not a list of pairs."""
+    topic = topic_factory(partitions=1)
+    async with Producer(bootstrap, hooks=[telemetry.hook()], **FAST) as producer:
+        await producer.send(topic, b"v", headers=headers)
+        await asyncio.sleep(0)
+        assert producer.metrics().producer["hook-error-total"] == 0
+    (stored,) = read_back_records(topic)
+    assert [name for name, _ in stored.headers] == [*headers, "traceparent"]
+    assert [(name, value) for name, value in stored.headers if name != "traceparent"] == list(headers.items())
+    assert [s.name for s in telemetry.spans.get_finished_spans()] == [f"send {topic}"]
+
+
 async def test_a_failed_record_ends_its_span_with_the_error_type(bootstrap: str, telemetry: Telemetry) -> None:
     async with Producer(bootstrap, hooks=[telemetry.hook()], **FAST) as producer:
         topic = "otel-fail-topic"

@@ -22,10 +22,11 @@ def twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
 
 def test_javas_argument_order_is_refused_not_swapped() -> None:
     """Bug: a Java user's `ProducerRecord(topic, key, value)` was accepted with key and value silently swapped (ours
-    was topic, value, key, ...): the key became the payload and the value the partitioning key."""
-    with pytest.raises(TypeError):
+    was topic, value, key, ...): the key became the payload and the value the partitioning key. Then the compiled
+    constructor's refusal named an internal function (`new_producer_record()`) rather than the class called."""
+    with pytest.raises(TypeError, match=r"^ProducerRecord\b.* positional argument"):
         ProducerRecord("orders", b"customer-7", b'{"total": 3}')  # type: ignore[misc]
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^ProducerRecord\b"):
         ProducerRecord("orders", 0, b"customer-7", b'{"total": 3}')  # type: ignore[misc]  # Java's (topic, partition, key, value)
 
 

@@ -14,6 +14,8 @@ import pytest
 from aioproducer import Producer, ProducerRecord, RecordMetadata
 from aioproducer.errors import InvalidRecordError, PartitionerError, UnknownPartitionError
 from aioproducer.testing import KafkaCluster, MockCluster
+from tests.fault_helpers import read_back_async
+from tests.twins import TWINS, use_twin
 
 
 class Scripted:
@@ -233,3 +235,27 @@ async def test_an_item_that_is_not_a_record_fails_alone_with_a_serializer_or_a_h
             results = await asyncio.wait_for(await producer.enqueue_many(items), 5)
     assert [type(r).__name__ for r in results] == ["RecordMetadata"] + ["InvalidRecordError"] * 3
     assert all("send_many takes ProducerRecords" in str(r) for r in results[1:])
+
+
+@pytest.mark.parametrize("twin", TWINS)
+async def test_headers_as_pairs_or_a_dict_arrive_in_order_and_bad_ones_raise_at_once(
+    mock_cluster: MockCluster, monkeypatch: pytest.MonkeyPatch, twin: str
+) -> None:
+    """The forms of `headers` the guide documents, on both twins: pairs kept in order with a repeated key, a dict,
+    bytearray and memoryview values copied, None kept; a str value or a non-str key is an InvalidRecordError."""
+    use_twin(monkeypatch, twin)
+    mock_cluster.create_topic("h", 1)
+    async with Producer(mock_cluster.bootstrap_servers, linger_ms=1) as producer:
+        await producer.send("h", b"pairs", headers=[("a", b"1"), ("a", b"2"), ("none", None)])
+        await producer.send("h", b"dict", headers={"x": bytearray(b"y"), "z": memoryview(b"w")})  # type: ignore[dict-item]
+        results = await producer.send_many([ProducerRecord("h", b"bulk", headers={"k": b"v"})])  # type: ignore[arg-type]
+        assert isinstance(results[0], RecordMetadata)
+        for bad, message in (([("k", "text")], "must be bytes or None, got str"), ({1: b"v"}, "key must be a str")):
+            with pytest.raises(InvalidRecordError, match=message):
+                await producer.send("h", b"bad", headers=bad)  # type: ignore[arg-type]
+    stored = await read_back_async(mock_cluster.bootstrap_servers, "h")
+    assert [(r.value, r.headers) for r in stored] == [
+        (b"pairs", (("a", b"1"), ("a", b"2"), ("none", None))),
+        (b"dict", (("x", b"y"), ("z", b"w"))),
+        (b"bulk", (("k", b"v"),)),
+    ]

@@ -95,7 +95,7 @@ def use_twin(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
     # ProducerRecord's constructor is set on the class itself (models.py's bottom).
     constructor = compiled_twin("aioproducer._models")
     if kind == "compiled" and constructor is not None:
-        monkeypatch.setattr(models.ProducerRecord, "__new__", staticmethod(constructor.new_producer_record))
+        monkeypatch.setattr(models.ProducerRecord, "__new__", staticmethod(constructor.ProducerRecord))
     else:
         monkeypatch.setattr(models.ProducerRecord, "__new__", models.PureProducerRecordNew)
     # The columnar views pick their twin through `arrow.IMPLEMENTATION` (the readers ask it when they start).

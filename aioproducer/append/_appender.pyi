@@ -8,6 +8,7 @@ from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.buffer.pool import BufferPool
 from aioproducer.deliveries.bulk import BulkDeliveries
 from aioproducer.deliveries.delivery import Delivery
+from aioproducer.models import Headers
 from aioproducer.network.metadata import MetadataState, TopicInfo
 from aioproducer.partitioner import Partitioner
 
@@ -41,7 +42,7 @@ class Appender:
         value: Any = ...,
         *,
         key: Any = ...,
-        headers: Sequence[tuple[str, bytes | None]] | None = ...,
+        headers: Headers | None = ...,
         partition: int | None = ...,
         timestamp_ms: int | None = ...,
     ) -> Delivery: ...
@@ -51,7 +52,7 @@ class Appender:
         value: Any = ...,
         *,
         key: Any = ...,
-        headers: Sequence[tuple[str, bytes | None]] | None = ...,
+        headers: Headers | None = ...,
         partition: int | None = ...,
         timestamp_ms: int | None = ...,
     ) -> Delivery: ...

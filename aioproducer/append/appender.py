@@ -24,6 +24,7 @@ from aioproducer.errors import (
     UnknownPartitionError,
     WouldBlockError,
 )
+from aioproducer.models import Headers
 from aioproducer.network.metadata import MetadataState, TopicInfo
 from aioproducer.partitioner import Partitioner, choose_partition
 from aioproducer.validation import (
@@ -193,7 +194,7 @@ class Appender:
         value: Any = None,
         *,
         key: Any = None,
-        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> Delivery:
@@ -221,7 +222,7 @@ class Appender:
         value: Any = None,
         *,
         key: Any = None,
-        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> Delivery:

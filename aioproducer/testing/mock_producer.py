@@ -37,7 +37,7 @@ from aioproducer.errors import (
     TransactionStateError,
     WouldBlockError,
 )
-from aioproducer.models import ProducerRecord, RecordMetadata, TableReport, record_of
+from aioproducer.models import Headers, ProducerRecord, RecordMetadata, TableReport, record_of
 from aioproducer.network.metadata import TopicInfo
 from aioproducer.observability.health import Health
 from aioproducer.observability.metrics import MetricsSnapshot
@@ -198,7 +198,7 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
         value: Any = None,
         *,
         key: Any = None,
-        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> RecordMetadata:
@@ -214,7 +214,7 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
         value: Any = None,
         *,
         key: Any = None,
-        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> Delivery:
@@ -238,7 +238,7 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
         value: Any = None,
         *,
         key: Any = None,
-        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        headers: Headers | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> Delivery:
