@@ -521,13 +521,14 @@ class Producer(BulkMethods, TableMethods, TransactionalMethods):
         if self._state != _RUNNING:
             raise self._closed_error()
 
-    def _refusal(self) -> AioProducerError | None:
-        """Why no more records may be buffered now (the producer is closing, or the transaction ended), if so."""
+    def _refusal(self, transaction: int | None = None) -> AioProducerError | None:
+        """Why no more records may be buffered now (the producer is closing, or the transaction ended: with
+        `transaction`, the one a bulk call began in), if so."""
         if self._state != _RUNNING:
             return self._closed_error()
         if self._txn is not None:
             try:
-                self._txn.check_send()
+                self._txn.check_send(transaction)
             except AioProducerError as exc:
                 return exc
         return None
@@ -544,8 +545,11 @@ class Producer(BulkMethods, TableMethods, TransactionalMethods):
         """
         return await wait_all(deliveries)
 
-    async def _append_after_waiting(self, prepared: PreparedRecord, appender: Appender | None = None) -> Delivery:
-        """The slow path: wait for metadata and memory (together bounded by `max_block_ms`), then append."""
+    async def _append_after_waiting(
+        self, prepared: PreparedRecord, appender: Appender | None = None, transaction: int | None = None
+    ) -> Delivery:
+        """The slow path: wait for metadata and memory (together bounded by `max_block_ms`), then append (into the
+        transaction a bulk call began in, `transaction`, when given: not into one begun during the wait)."""
         if self._state != _RUNNING:
             raise self._closed_error()
         deadline = self._loop.time() + self.config.max_block_ms / 1000
@@ -559,7 +563,7 @@ class Producer(BulkMethods, TableMethods, TransactionalMethods):
         if self._state != _RUNNING:
             raise self._closed_error()
         if self._txn is not None:
-            self._txn.check_send()
+            self._txn.check_send(transaction)
         return (appender or self._appender).place(prepared, info)
 
     # -- flushing -----------------------------------------------------------------------------------------------

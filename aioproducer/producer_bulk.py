@@ -47,9 +47,11 @@ class BulkHost(Protocol):
 
     def _raise_unless_running(self) -> None: ...
 
-    def _refusal(self) -> AioProducerError | None: ...
+    def _refusal(self, transaction: int | None = None) -> AioProducerError | None: ...
 
-    async def _append_after_waiting(self, prepared: PreparedRecord, appender: Appender | None = None) -> Delivery: ...
+    async def _append_after_waiting(
+        self, prepared: PreparedRecord, appender: Appender | None = None, transaction: int | None = None
+    ) -> Delivery: ...
 
     def _send_buffered_now(self) -> None: ...
 
@@ -60,10 +62,16 @@ class BulkHost(Protocol):
         records: Iterable[ProducerRecord],
         appender: Appender | None = None,
         watch: CallWatch | None = None,
+        transaction: int | None = None,
     ) -> Deliveries: ...
 
     async def _buffer_many(
-        self, batch: Sequence[Any], appender: Appender, bulk: BulkDeliveries, watch: CallWatch | None
+        self,
+        batch: Sequence[Any],
+        appender: Appender,
+        bulk: BulkDeliveries,
+        watch: CallWatch | None,
+        transaction: int | None,
     ) -> None: ...
 
 
@@ -115,6 +123,7 @@ class BulkMethods:
         records: Iterable[ProducerRecord],
         appender: Appender | None = None,
         watch: CallWatch | None = None,
+        transaction: int | None = None,
     ) -> Deliveries:
         """enqueue_many's work (and send_many's buffering); with `appender` (the bytes-only one of send_table's rows
         shown to record hooks) the serializers do not apply. `watch` (the record hooks') is told of the records as
@@ -122,7 +131,11 @@ class BulkMethods:
         the records not buffered yet hold the CancelledError, and those buffered their own outcome when it comes."""
         self._raise_unless_running()
         if self._txn is not None:
-            self._txn.check_send()
+            # The call's records all go to the transaction open now (or to one `transaction` given by a send_table
+            # call, which makes one call per chunk of rows): once it ends, the rest are refused.
+            self._txn.check_send(transaction)
+            if transaction is None:
+                transaction = self._txn.current_transaction
         batch: Sequence[Any] = listed_records(records)
         bulk = BulkDeliveries()
         refused = None
@@ -133,7 +146,7 @@ class BulkMethods:
                     batch, refused = await self._record_serializer.apply_many(batch)
                     if watch is not None:
                         watch.serialized(refused)
-            await self._buffer_many(batch, appender, bulk, watch)
+            await self._buffer_many(batch, appender, bulk, watch, transaction)
         except BaseException as exc:
             if watch is not None:
                 for _ in range(len(bulk), len(batch)):
@@ -147,14 +160,20 @@ class BulkMethods:
         return deliveries
 
     async def _buffer_many(
-        self: BulkHost, batch: Sequence[Any], appender: Appender, bulk: BulkDeliveries, watch: CallWatch | None
+        self: BulkHost,
+        batch: Sequence[Any],
+        appender: Appender,
+        bulk: BulkDeliveries,
+        watch: CallWatch | None,
+        transaction: int | None,
     ) -> None:
         """Buffer each record of `batch` in order, its Delivery (or the error that refused it) added to `bulk`;
         `watch` is told after each stretch of records (at most YIELD_AFTER_BYTES_MAX bytes of them, appended without
         a wait), so the hooks hear of them as their batches settle."""
         index = 0
         while index < len(batch):
-            refusal = self._refusal()  # closing began, or the transaction ended, while this call yielded or waited
+            # Closing began, or the transaction this call began in ended, while it yielded or waited.
+            refusal = self._refusal(transaction)
             if refusal is not None:  # nothing more may be buffered (no sender would be left to settle it)
                 for _ in range(index, len(batch)):
                     bulk.add(refusal)
@@ -164,7 +183,7 @@ class BulkMethods:
                 watch.buffered(bulk)
             if prepared is not None:
                 try:
-                    bulk.add(await self._append_after_waiting(prepared, appender))
+                    bulk.add(await self._append_after_waiting(prepared, appender, transaction))
                 except AioProducerError as exc:
                     bulk.add(exc)
             elif appender.unyielded_bytes >= YIELD_AFTER_BYTES and appender.yield_due():

@@ -77,13 +77,14 @@ class TableHost(Protocol):
 
     def _raise_unless_running(self) -> None: ...
 
-    def _refusal(self) -> AioProducerError | None: ...
+    def _refusal(self, transaction: int | None = None) -> AioProducerError | None: ...
 
     async def _enqueue_many(
         self,
         records: Iterable[ProducerRecord],
         appender: Appender | None = None,
         watch: CallWatch | None = None,
+        transaction: int | None = None,
     ) -> Deliveries: ...
 
     def _send_buffered_now(self) -> None: ...
@@ -139,8 +140,10 @@ class TableMethods:
             )
         if topic is not None:
             check_topic(topic)
+        transaction = None  # the transaction every row goes to, when transactional (none spans two)
         if self._txn is not None:
             self._txn.check_send()
+            transaction = self._txn.current_transaction
         reader = ArrowReader(
             data, key=key, value=value, topic=topic_column, partition=partition, timestamp=timestamp, headers=headers
         )
@@ -150,19 +153,21 @@ class TableMethods:
             # hold the records' bytes). The whole call takes its turn: send_many waits for each chunk's records.
             async def send_rows(records: list[ProducerRecord]) -> list[RecordMetadata | BaseException]:
                 return await hooks.around_send_many(
-                    records, partial(self._enqueue_many, appender=self._row_appender), self._send_buffered_now
+                    records,
+                    partial(self._enqueue_many, appender=self._row_appender, transaction=transaction),
+                    self._send_buffered_now,
                 )
 
             async with self._table_turn:
                 return await send_table_as_records(reader, topic, send_rows, offsets)
         deliveries = TableDeliveries(offsets)
         async with self._table_turn:  # the rows are buffered in turn; their delivery is waited for together
-            rows = await _buffer_table(self, reader, topic, deliveries)
+            rows = await _buffer_table(self, reader, topic, deliveries, transaction)
         return await _table_report(self, deliveries, rows)
 
 
 async def _buffer_table(
-    producer: TableHost, reader: ArrowReader, topic: str | None, deliveries: TableDeliveries
+    producer: TableHost, reader: ArrowReader, topic: str | None, deliveries: TableDeliveries, transaction: int | None
 ) -> int:
     """Buffer (or refuse) every row of the table into `deliveries`; the number of rows read."""
     appender = producer._table_appender
@@ -175,7 +180,7 @@ async def _buffer_table(
         for columns in reader:
             start, waited = 0, False
             while start < columns.num_rows:
-                stop = producer._refusal()
+                stop = producer._refusal(transaction)
                 if stop is not None:  # closing, or the transaction ended: this batch's rest fails, no more is read
                     for row in range(start, columns.num_rows):
                         deliveries.refuse(rows + row, stop)

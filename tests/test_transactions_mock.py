@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from aioproducer import Producer
+from aioproducer import Producer, ProducerRecord
 from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import (
     ProducerFencedError,
@@ -306,3 +306,44 @@ async def test_close_after_a_failed_commit_aborts_the_transaction(cluster: MockC
     await asyncio.wait({p._txn._operation})  # the commit has failed by now; nobody saw it
     await p.close()
     assert counts(cluster)[END] == 1, "close sent EndTxn(abort)"
+
+
+@pytest.mark.parametrize("call", ["send_many", "enqueue_many", "send_table"])
+async def test_a_bulk_call_never_spans_two_transactions(cluster: MockCluster, call: str) -> None:
+    """A bulk call waiting for a partition while its transaction was aborted and a new one begun went on buffering
+    into the new transaction: its first records were aborted and its last ones committed with other work. The
+    records not buffered when the call's transaction ended now fail with TransactionStateError."""
+    import pyarrow as pa
+
+    cluster.create_topic("growing", 1)
+    settings = {"allow_auto_create_topics": False, "metadata_max_age_ms": 100, "max_block_ms": 10_000}
+    async with producer(cluster, linger_ms=60_000, **settings) as p:
+        await p.begin_transaction()
+        topics, partitions = ["t", "t", "t", "growing", "t"], [0, 1, 0, 1, 1]
+        values = [b"%d" % i for i in range(5)]
+        if call == "send_table":
+            table = pa.table({"topic": topics, "value": values, "partition": pa.array(partitions, pa.int32())})
+            running = asyncio.ensure_future(
+                p.send_table(table, topic_column="topic", value="value", partition="partition")
+            )
+        else:
+            records = [ProducerRecord(t, v, partition=n) for t, v, n in zip(topics, values, partitions, strict=True)]
+            running = asyncio.ensure_future(getattr(p, call)(records))
+        await asyncio.sleep(0.3)  # the first three are buffered; the call waits for partition 1 of "growing"
+        assert not running.done()
+        await p.abort_transaction()
+        await p.begin_transaction()
+        cluster.delete_topic("growing")  # the mock has no CreatePartitions: delete and create it larger
+        cluster.create_topic("growing", 2)
+        outcome = await asyncio.wait_for(running, 15)
+        if call == "enqueue_many":
+            outcome = await outcome
+        if call == "send_table":
+            failed = {row: type(failure.error) for failure in outcome.failures for row in failure.row_numbers()}
+            kinds = [failed[row] for row in range(5)]
+        else:
+            kinds = [type(result) for result in outcome]
+        assert kinds == [TransactionAbortedError] * 3 + [TransactionStateError] * 2
+        after = await p.enqueue("t", b"next", partition=0)  # the new transaction is untouched by the call
+        await p.commit_transaction()
+        assert (await after).partition == 0

@@ -110,6 +110,9 @@ class TransactionState:
         self.tv2 = False  # transaction version 2 (KIP-890) for the current transaction
         self.coordinator_can_bump = False  # the coordinator speaks InitProducerId v3+ (KIP-360)
         self.started = False  # rule 6
+        # begin_transaction calls that succeeded: a bulk call notes the number it began in, and buffers nothing once
+        # that transaction has ended, even when another has begun since (its records never span two transactions).
+        self.transactions_begun = 0
         self.new_partitions: set[TopicPartition] = set()
         self.pending_partitions: set[TopicPartition] = set()
         self.added_partitions: set[TopicPartition] = set()
@@ -146,6 +149,7 @@ class TransactionState:
             raise TransactionStateError("begin_transaction before init_transactions completed: initialise first")
         self._caller_transition(State.IN_TRANSACTION, Operation.BEGIN)
         self.started = False
+        self.transactions_begun += 1
 
     def check_send(self) -> None:
         """A record may be buffered only inside a transaction, with no error and no operation pending."""
