@@ -99,14 +99,16 @@ def main() -> None:
     parser.add_argument("--orders", type=int, default=20_000)
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
-    spark = local_spark(args.master)
-    try:
-        with broker_or_embedded(args.bootstrap) as bootstrap, tempfile.TemporaryDirectory() as workdir:
-            if not args.bootstrap:
-                create_topic(bootstrap, args.topic, 4)
+    with broker_or_embedded(args.bootstrap) as bootstrap, tempfile.TemporaryDirectory() as workdir:
+        if not args.bootstrap:
+            create_topic(bootstrap, args.topic, 4)
+        # Spark stops before the broker does: its Python workers keep their producers between tasks, and those would
+        # otherwise log that no broker answers once the embedded one is gone.
+        spark = local_spark(args.master)
+        try:
             report = run_pipeline(spark, bootstrap, args.topic, Path(workdir), args.orders)
-    finally:
-        spark.stop()
+        finally:
+            spark.stop()
     print(report.summary())
     if report.may_have_duplicates:
         print("some Spark partitions ran more than once: their records may be in Kafka twice (at-least-once)")
