@@ -1,6 +1,5 @@
 """Types of the compiled twin of `aioproducer.models`' record constructor (see that module for the behaviour)."""
 
-from collections.abc import Sequence
 from typing import Any
 
 from aioproducer import models
@@ -14,7 +13,7 @@ def ProducerRecord(
     value: Any = ...,
     *,
     key: Any = ...,
-    headers: Sequence[models.Header] | None = ...,
+    headers: models.Headers | None = ...,
     partition: int | None = ...,
     timestamp_ms: int | None = ...,
 ) -> models.ProducerRecord: ...

@@ -10,6 +10,8 @@ from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_CheckExact
 
+from aioproducer.validation import header_pairs
+
 cdef extern from "Python.h":
     object PyType_GenericAlloc(PyTypeObject* type, Py_ssize_t nitems)
     void PyObject_GC_UnTrack(object op)
@@ -36,6 +38,8 @@ cdef inline bint _atomic(object item) noexcept:
 def ProducerRecord(cls, topic, value=None, *, key=None, headers=None, partition=None, timestamp_ms=None):
     """Twin of `ProducerRecord.__new__`, named after the class: an argument error names it, as the original's does,
     and not this module (Java's `ProducerRecord(topic, key, value)` order is refused with a TypeError)."""
+    if headers is not None and type(headers) is not list and type(headers) is not tuple:
+        headers = header_pairs(headers)  # the rule is validation's: a mapping is kept as its pairs
     if not (isinstance(cls, type) and issubclass(cls, tuple)):
         # Only a tuple type has room for the six fields: anything else gets tuple.__new__'s own TypeError.
         return tuple.__new__(cls, (topic, value, key, headers, partition, timestamp_ms))

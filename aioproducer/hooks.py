@@ -17,7 +17,15 @@ from typing import Any, Protocol
 from aioproducer.models import ProducerRecord, RecordMetadata, record_of
 from aioproducer.validation import header_pairs
 
-__all__ = ["BatchWritten", "Hook", "HookChain", "RequestDone", "TransactionEvent", "load_interceptor"]
+__all__ = [
+    "BatchWritten",
+    "Hook",
+    "HookChain",
+    "RequestDone",
+    "TransactionEvent",
+    "load_interceptor",
+    "with_header_pairs",
+]
 
 log = logging.getLogger("aioproducer.hooks")
 
@@ -91,6 +99,16 @@ class Hook(Protocol):
       `on_transaction(event, TransactionEvent)` (event: init / begin / commit / abort / fenced).
     - `close()`: when the producer closes.
     """
+
+
+def with_header_pairs(record: ProducerRecord) -> ProducerRecord:
+    """The record with its headers as pairs: every hook sees them so, as the serializers do, whatever form a caller
+    or an earlier hook gave (a dict built by `_make` or `_replace`, which skip the constructor that turns it into
+    pairs). A hook reading or extending them as pairs (the OpenTelemetry hook's traceparent) never meets a mapping."""
+    headers = record.headers
+    if headers is None or type(headers) is list or type(headers) is tuple:
+        return record
+    return record._replace(headers=header_pairs(headers))
 
 
 class _JavaInterceptor:
@@ -167,13 +185,7 @@ class HookChain:
 
     # -- record events ------------------------------------------------------------------------------------------
     def record_buffered(self, record: ProducerRecord) -> ProducerRecord:
-        headers = record.headers
-        if headers is not None:
-            # Hooks see headers as pairs, as the serializers do, whatever form the caller gave (a dict, say): a hook
-            # that reads or extends them as pairs (the OpenTelemetry hook's traceparent) must not meet a mapping.
-            pairs = header_pairs(headers)
-            if pairs is not headers:
-                record = record._replace(headers=pairs)
+        record = with_header_pairs(record)
         if self._closed:
             return record
         for method in self._buffered:
@@ -183,7 +195,7 @@ class HookChain:
                 self._failed(method)
                 continue
             if changed is not None:
-                record = changed if type(changed) is ProducerRecord else record_of(changed)
+                record = with_header_pairs(changed if type(changed) is ProducerRecord else record_of(changed))
         return record
 
     def record_acknowledged(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aioproducer.accelerated import compiled_twin
+from aioproducer.validation import header_pairs
 
 if TYPE_CHECKING:
     # The class both twins' arrays are typed as (columnar.arrow's Int64Array is declared as it), named from the
@@ -34,7 +35,7 @@ class _RecordFields(NamedTuple):
     topic: str
     value: Any = None
     key: Any = None
-    headers: Headers | None = None
+    headers: Sequence[Header] | None = None  # a mapping given to the constructor is kept as its pairs
     partition: int | None = None
     timestamp_ms: int | None = None
 
@@ -62,6 +63,8 @@ class ProducerRecord(_RecordFields):
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> ProducerRecord:
+        if headers is not None and type(headers) is not list and type(headers) is not tuple:
+            headers = header_pairs(headers)  # a mapping: its pairs, so the field holds pairs whatever was given
         return _new_tuple(cls, (topic, value, key, headers, partition, timestamp_ms))
 
     def __reduce__(self) -> tuple[Any, tuple[tuple[Any, ...]]]:

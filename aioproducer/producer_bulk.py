@@ -135,7 +135,7 @@ class BulkMethods:
             # call, which makes one call per chunk of rows): once it ends, the rest are refused.
             self._txn.check_send(transaction)
             if transaction is None:
-                transaction = self._txn.current_transaction
+                transaction = self._txn.state.transactions_begun
         batch: Sequence[Any] = listed_records(records)
         bulk = BulkDeliveries()
         refused = None

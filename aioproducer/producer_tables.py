@@ -143,7 +143,7 @@ class TableMethods:
         transaction = None  # the transaction every row goes to, when transactional (none spans two)
         if self._txn is not None:
             self._txn.check_send()
-            transaction = self._txn.current_transaction
+            transaction = self._txn.state.transactions_begun
         reader = ArrowReader(
             data, key=key, value=value, topic=topic_column, partition=partition, timestamp=timestamp, headers=headers
         )

@@ -76,6 +76,8 @@ def header_pairs(headers: Any) -> Any:
     """A mapping of headers as a new list of its (key, value) pairs; anything else as it is (pairs already, or what
     `check_headers` refuses). The one place a mapping becomes pairs: serializers and hooks see pairs, as Java's
     `Headers` is a list that may repeat a key."""
+    if type(headers) is dict:
+        return list(headers.items())
     if isinstance(headers, (list, tuple)) or not isinstance(headers, Mapping):
         return headers
     return list(headers.items())
@@ -83,7 +85,8 @@ def header_pairs(headers: Any) -> Any:
 
 def check_headers(headers: object) -> tuple[tuple[str, bytes | None], ...]:
     """Headers as a tuple of (str key, bytes-or-None value) pairs."""
-    headers = header_pairs(headers)
+    if type(headers) is not list and type(headers) is not tuple:
+        headers = header_pairs(headers)
     if not isinstance(headers, Sequence) or isinstance(headers, (str, bytes)):
         raise InvalidRecordError(f"headers must be a list of (str, bytes) pairs, got {type(headers).__name__}")
     checked: list[tuple[str, bytes | None]] = []

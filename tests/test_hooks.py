@@ -15,6 +15,7 @@ from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import RecordTooLargeError, UnknownPartitionError
 from aioproducer.hooks import BatchWritten, HookChain, RequestDone, TransactionEvent
 from aioproducer.testing import ConsumedRecord, MockCluster
+from tests.fault_helpers import read_back_async
 
 # max_block_ms: a send to a partition that does not exist waits this long for it to appear (Java waits max.block.ms).
 FAST = {"linger_ms": 1, "retry_backoff_ms": 10, "reconnect_backoff_ms": 20, "max_block_ms": 5000}
@@ -255,3 +256,35 @@ async def test_records_of_a_split_batch_are_each_acknowledged_once(mock_cluster:
     assert len(hook.acknowledged) == 6
     assert [acknowledged[b"%d" % i] for i in range(6)] == results
     assert sorted(m.offset for m in results) == list(range(results[0].offset, results[0].offset + 6))
+
+
+async def test_every_hook_sees_headers_as_pairs_whoever_made_them_a_dict(mock_cluster: MockCluster) -> None:
+    """Headers reached a hook as a dict when an earlier hook returned them so (`_replace`), or when a send_many item
+    carried them (a plain 6-tuple, or `on_send_many_start`'s view of the call): a hook that read or extended them as
+    pairs failed, or unpacked a two-letter key into two names and had the record refused."""
+    seen: list[object] = []
+
+    class MakesADict:
+        def on_record_buffered(self, record: ProducerRecord) -> ProducerRecord:
+            return record._replace(headers={"ab": b"7"})  # type: ignore[arg-type]
+
+    class ReadsPairs:
+        def on_send_many_start(self, records: list[ProducerRecord]) -> None:
+            seen.extend(type(record.headers) for record in records)
+
+        def on_record_buffered(self, record: ProducerRecord) -> ProducerRecord:
+            seen.append(type(record.headers))
+            return record._replace(headers=[*(record.headers or []), ("seen", b"1")])
+
+        def on_record_acknowledged(self, record: ProducerRecord, metadata: Any, error: Any) -> None:
+            assert error is None, error
+            seen.append(dict(record.headers or []))
+
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, hooks=[MakesADict(), ReadsPairs()], linger_ms=1) as producer:
+        await producer.send("t", b"one")
+        await producer.send_many([("t", b"two", None, {"cd": b"8"}, None, None)])  # type: ignore[list-item]
+        assert producer.metrics().producer["hook-error-total"] == 0
+    assert seen == [list, {"ab": b"7", "seen": b"1"}, list, list, {"ab": b"7", "seen": b"1"}]
+    stored = await read_back_async(mock_cluster.bootstrap_servers, "t")
+    assert [r.headers for r in stored] == [(("ab", b"7"), ("seen", b"1"))] * 2

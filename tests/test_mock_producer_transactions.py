@@ -296,3 +296,46 @@ async def test_a_commit_that_times_out_on_slow_records_can_be_called_again() -> 
             await mock.begin_transaction()
         await mock.commit_transaction(timeout=30)
         assert [r.value for r in mock.records()] == [b"slow"]
+
+
+@pytest.mark.parametrize("call", ["send_many", "send_table"])
+async def test_a_bulk_call_never_spans_two_transactions_on_the_mock_either(call: str) -> None:
+    """The mock let a bulk call span two transactions, where the Producer does not: a send_many whose async
+    serializer ran while its transaction was aborted and a new one begun put its records in the new one, and a
+    send_table whose first rows were pending put its later rows there."""
+    import asyncio
+
+    import pyarrow as pa
+
+    class Slow:
+        async def serialize(self, topic: str, headers: Any, value: Any) -> bytes:
+            await asyncio.sleep(0.05)
+            return bytes(value)
+
+    if call == "send_many":
+        mock = MockProducer(transactional_id="tx", value_serializer=Slow())
+    else:
+        mock = MockProducer(transactional_id="tx", auto_complete=False)
+    async with mock:
+        await mock.begin_transaction()
+        if call == "send_many":
+            running = asyncio.ensure_future(mock.send_many([ProducerRecord("t", b"%d" % i) for i in range(3)]))
+        else:
+            batches = [pa.record_batch({"v": [b"b0", b"b1"]}), pa.record_batch({"v": [b"b2", b"b3"]})]
+            running = asyncio.ensure_future(mock.send_table(pa.Table.from_batches(batches), topic="t", value="v"))
+        await asyncio.sleep(0.01)  # the call is in its serializer, or waits for its first rows
+        assert not running.done()
+        await mock.abort_transaction()
+        await mock.begin_transaction()
+        outcome = await asyncio.wait_for(running, 5)
+        await mock.commit_transaction()
+    if call == "send_many":
+        kinds = [type(result) for result in outcome]
+        assert kinds == [errors.TransactionStateError] * 3
+    else:
+        failed = {row: type(failure.error) for failure in outcome.failures for row in failure.row_numbers()}
+        assert failed == {0: errors.TransactionAbortedError, 1: errors.TransactionAbortedError} | {
+            2: errors.TransactionStateError,
+            3: errors.TransactionStateError,
+        }
+    assert mock.records() == []  # nothing of the call was committed

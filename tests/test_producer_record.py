@@ -93,3 +93,15 @@ def test_the_constructor_called_for_a_type_that_is_no_tuple_raises_as_tuple_new_
     with pytest.raises(TypeError) as expected:
         tuple.__new__(cls, ("t", None, None, None, None, None))  # type: ignore[type-var]
     assert str(raised.value) == str(expected.value)
+
+
+def test_headers_given_as_a_mapping_are_kept_as_pairs() -> None:
+    """A record built with a dict of headers held the dict, though its field is typed as pairs and hooks read it so:
+    the constructor keeps a mapping's pairs, in order, and leaves pairs and None as they are."""
+    from types import MappingProxyType
+
+    assert ProducerRecord("t", b"v", headers={"a": b"1", "b": None}).headers == [("a", b"1"), ("b", None)]
+    assert ProducerRecord("t", headers=MappingProxyType({"c": b"2"})).headers == [("c", b"2")]  # type: ignore[arg-type]
+    pairs = (("a", b"1"),)
+    assert ProducerRecord("t", headers=pairs).headers is pairs
+    assert ProducerRecord("t").headers is None

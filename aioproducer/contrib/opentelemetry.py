@@ -11,9 +11,9 @@ sampler needs is skipped for spans that are not recording.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Any, cast
+from typing import Any
 
 from aioproducer.contrib import missing_extra
 
@@ -29,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - tested in a subprocess without 
 
 from aioproducer import __version__
 from aioproducer.hooks import BatchWritten
-from aioproducer.models import Header, ProducerRecord, RecordMetadata
+from aioproducer.models import ProducerRecord, RecordMetadata
 
 __all__ = ["OpenTelemetryHook"]
 
@@ -102,7 +102,7 @@ class OpenTelemetryHook:
             kind=SpanKind.PRODUCER,
             attributes=attributes,
         )
-        headers = _pairs(record)
+        headers = record.headers
         key_of_span: object = None
         if not headers or not any(name == _TRACEPARENT for name, _ in headers):
             added, key_of_span = self._inject(span)
@@ -137,7 +137,7 @@ class OpenTelemetryHook:
     ) -> None:
         spans = self._spans
         entry = None
-        for name, value in _pairs(record) or ():
+        for name, value in record.headers or ():
             if name == _TRACEPARENT:
                 entry = spans.pop(value, None)
                 break
@@ -245,9 +245,3 @@ def _text(key: Any) -> str:
     if isinstance(key, bytes):
         return key.decode("utf-8", "replace")
     return str(key)
-
-
-def _pairs(record: ProducerRecord) -> Sequence[Header] | None:
-    """The record's headers: pairs, as the hook chain hands every hook a record (`HookChain.record_buffered` turns
-    a caller's dict into pairs)."""
-    return cast("Sequence[Header] | None", record.headers)

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries, when_settled
 from aioproducer.deliveries.delivery import BatchOutcome, Delivery, new_delivery, resolve
-from aioproducer.hooks import HookChain
+from aioproducer.hooks import HookChain, with_header_pairs
 from aioproducer.models import ProducerRecord, RecordMetadata
 
 __all__ = ["CallWatch", "EnqueueMany", "RecordHooks"]
@@ -103,6 +103,8 @@ class RecordHooks:
         """The hooks' tokens for a send_many or enqueue_many call, and its records as the hooks leave them."""
         hooks = self._hooks
         given = [r if type(r) is ProducerRecord else _as_record(r) for r in records]
+        # As every hook sees them: headers as pairs, also a plain 6-tuple's or a `_make`d record's mapping.
+        given = [with_header_pairs(r) if type(r) is ProducerRecord else r for r in given]
         tokens = hooks.send_many_start([r for r in given if type(r) is ProducerRecord])  # the items that are records
         return tokens, [hooks.record_buffered(r) if type(r) is ProducerRecord else r for r in given]
 

@@ -303,7 +303,15 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
         reader = ArrowReader(
             data, key=key, value=value, topic=topic_column, partition=partition, timestamp=timestamp, headers=headers
         )
-        return await send_table_as_records(reader, topic, self.send_many, offsets)
+        transaction = None  # as the Producer: every row goes to the transaction open now (none spans two)
+        if self._txn is not None:
+            self._txn.check_send()
+            transaction = self._txn.state.transactions_begun
+
+        async def send_rows(records: list[ProducerRecord]) -> list[RecordMetadata | BaseException]:
+            return await (await self._enqueue_many(records, transaction))
+
+        return await send_table_as_records(reader, topic, send_rows, offsets)
 
     async def send_many(self, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
         """One result per record, in order: its RecordMetadata, or the exception it failed with."""
@@ -312,9 +320,16 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
     async def enqueue_many(self, records: Iterable[ProducerRecord]) -> Deliveries:
         """Buffer the records, as `Producer.enqueue_many`: await the returned `Deliveries` for one result per record,
         its RecordMetadata or the exception it failed with. In manual mode they wait until the test completes them."""
+        return await self._enqueue_many(records, None)
+
+    async def _enqueue_many(self, records: Iterable[ProducerRecord], transaction: int | None) -> Deliveries:
+        """enqueue_many's work; its records all go to `transaction` (the one open now when None), as the
+        Producer's (TransactionState.check_send)."""
         self._check_running()
         if self._txn is not None:
-            self._txn.check_send()
+            self._txn.check_send(transaction)
+            if transaction is None:
+                transaction = self._txn.state.transactions_begun
         given = listed_records(records)
         batch: Sequence[Any] = given
         refused: dict[int, AioProducerError] = {}
@@ -333,7 +348,7 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
                 try:
                     self._check_running()
                     if self._txn is not None:
-                        self._txn.check_send()
+                        self._txn.check_send(transaction)
                 except AioProducerError as exc:
                     for _ in range(index, len(batch)):
                         bulk.add(exc)

@@ -74,10 +74,12 @@ class MockTransactions:
         self.state.begin()
         self.in_flight, self.committed, self.aborted, self.sent_offsets = True, False, False, False
 
-    def check_send(self) -> None:
+    def check_send(self, transaction: int | None = None) -> None:
+        if self.state.state is State.IN_TRANSACTION and transaction is None:
+            return
         if self.state.state is not State.IN_TRANSACTION:
             self._check_open()
-            self.state.check_send()
+        self.state.check_send(transaction)
 
     async def send_offsets(self, offsets: Any, group: Any, timeout: float | None) -> None:
         self._check_open()

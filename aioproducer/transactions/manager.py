@@ -32,7 +32,6 @@ from aioproducer.errors import (
     TransactionAbortedError,
     TransactionFatalError,
     TransactionRequiresAbortError,
-    TransactionStateError,
     TransactionTimeoutError,
 )
 from aioproducer.hooks import TransactionEvent
@@ -132,23 +131,13 @@ class TransactionManager:
         self._emit("begin", started, self._stamp())
 
     def check_send(self, transaction: int | None = None) -> None:
-        """Raise unless a record may be buffered now (inside a transaction without error); with `transaction` (the
-        `current_transaction` a bulk call began in), also once that transaction has ended, though another may have
-        begun since: one call's records never span two transactions. Java has no bulk call; its `send` of one record
-        joins whatever transaction is open when it appends, as `enqueue` does here."""
+        """Raise unless a record may be buffered now (inside a transaction without error; with `transaction`, inside
+        that one: `TransactionState.check_send`)."""
+        if self.state.state is State.IN_TRANSACTION and transaction is None:
+            return
         if self.state.state is not State.IN_TRANSACTION:
             self._check_open()
-            self.state.check_send()
-        if transaction is not None and transaction != self.state.transactions_begun:
-            raise TransactionStateError(
-                "the transaction this call began in ended (committed or aborted) while the call was buffering: its "
-                "records not buffered yet are not sent, as one call's records never span two transactions"
-            )
-
-    @property
-    def current_transaction(self) -> int:
-        """The open transaction's number, for `check_send`."""
-        return self.state.transactions_begun
+        self.state.check_send(transaction)
 
     async def send_offsets(self, offsets: Any, group: Any, timeout: float | None) -> None:
         """send_offsets_to_transaction: commit a consumer's offsets with the transaction."""

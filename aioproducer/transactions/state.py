@@ -151,10 +151,18 @@ class TransactionState:
         self.started = False
         self.transactions_begun += 1
 
-    def check_send(self) -> None:
-        """A record may be buffered only inside a transaction, with no error and no operation pending."""
+    def check_send(self, transaction: int | None = None) -> None:
+        """A record may be buffered only inside a transaction, with no error and no operation pending; with
+        `transaction` (the `transactions_begun` a bulk call began with), only inside that one, though another may
+        have begun since: one call's records never span two transactions. Java has no bulk call; its `send` of one
+        record joins whatever transaction is open when it appends, as `enqueue` does."""
         if self.state == State.IN_TRANSACTION:
-            return
+            if transaction is None or transaction == self.transactions_begun:
+                return
+            raise TransactionStateError(
+                "the transaction this call began in ended (committed or aborted) while the call was buffering: its "
+                "records not buffered yet are not sent, as one call's records never span two transactions"
+            )
         self._check_no_pending(Operation.SEND)
         self.raise_if_error(Operation.SEND)
         raise TransactionStateError(
