@@ -25,6 +25,7 @@ from aioproducer.idempotence.sequences import IdempotenceState, wire_sequence
 from aioproducer.kafka_errors import kafka_error
 from aioproducer.network.cluster import Cluster, monotonic_ms
 from aioproducer.network.connection import BrokerConnection
+from aioproducer.network.metadata import ClusterMetadata
 from aioproducer.network.node_states import NodeLatency
 from aioproducer.observability.observer import Observer
 from aioproducer.protocol import ApiKey
@@ -74,6 +75,7 @@ class Sender(Answers):
         self.idempotence = idempotence  # read by the producer's metrics
         self._rng = random.Random()
         self._waiter: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the running loop, once `run` starts
         self._wakeup_pending = False
         self._running = True
         self._in_flight: set[asyncio.Future[Any]] = set()
@@ -86,6 +88,7 @@ class Sender(Answers):
         self._next_expiry_ms = 0
         self._failure_log = FailureLog(log)
         self._latency = NodeLatency()  # partitioner_availability_timeout_ms (KIP-794)
+        self._leaders = _Leaders(cluster.state.cluster)
         # The last InitProducerId refusal (idempotent producer): queued records failed with it, and the next attempt
         # waits retry_backoff_max_ms. Not a state of the producer: records sent later ask again.
         self._producer_id_refused: AioProducerError | None = None
@@ -106,14 +109,17 @@ class Sender(Answers):
         self.wake()
 
     async def run(self) -> None:
+        # Kept for the sleeps between passes: get_running_loop() costs a getpid() system call per call before
+        # Python 3.12, and the sender sleeps about once per pass.
+        loop = self._loop = asyncio.get_running_loop()
         pipeline_fd = self._pipeline.fileno()
         if pipeline_fd >= 0:
-            asyncio.get_running_loop().add_reader(pipeline_fd, self._on_batches_closed)
+            loop.add_reader(pipeline_fd, self._on_batches_closed)
         try:
             await self._run()
         finally:
             if pipeline_fd >= 0:
-                asyncio.get_running_loop().remove_reader(pipeline_fd)
+                loop.remove_reader(pipeline_fd)
 
     async def _run(self) -> None:
         while self._running:
@@ -157,7 +163,7 @@ class Sender(Answers):
         if self._wakeup_pending:
             self._wakeup_pending = False
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop if self._loop is not None else asyncio.get_running_loop()
         waiter = self._waiter = loop.create_future()
         timer = loop.call_at(due_ms / 1000 + 0.0001, _resolve, waiter)
         try:
@@ -223,7 +229,8 @@ class Sender(Answers):
     def _send_ready(self, now: int) -> tuple[bool, int | None]:
         availability_ms = self._config.partitioner_availability_timeout_ms
         unavailable = self._latency.unavailable(availability_ms) if availability_ms > 0 else ()
-        check = self._acc.ready(now, self._leader_of, self._leader_epoch_of, unavailable)
+        leaders = self._leaders_of(self._cluster.state.cluster)
+        check = self._acc.ready(now, leaders.__getitem__, leaders.epochs.__getitem__, unavailable)
         if check.unknown_leader_topics:
             for topic in check.unknown_leader_topics:
                 self._cluster.state.touch(topic, now)
@@ -252,15 +259,14 @@ class Sender(Answers):
                 sent = True
         return sent, check.next_check_ms
 
-    def _leader_of(self, tp: tuple[str, int]) -> int:
-        info = self._cluster.metadata.topics.get(tp[0])
-        return -1 if info is None else info.leader(tp[1])
-
-    def _leader_epoch_of(self, tp: tuple[str, int]) -> int:
-        info = self._cluster.metadata.topics.get(tp[0])
-        if info is None or not 0 <= tp[1] < info.num_partitions:
-            return -1
-        return info.partitions[tp[1]].leader_epoch
+    def _leaders_of(self, snapshot: ClusterMetadata) -> _Leaders:
+        """Each partition's leader and leader epoch in `snapshot`, looked up once per partition rather than on
+        every pass and every batch: the snapshot is immutable (a change replaces it), so the view is rebuilt only
+        when the cluster's snapshot is another object."""
+        leaders = self._leaders
+        if leaders.snapshot is not snapshot:
+            leaders = self._leaders = _Leaders(snapshot)
+        return leaders
 
     def _compress_heads(self, partitions: list[tuple[str, int]], spent_ns: int) -> tuple[list[tuple[str, int]], int]:
         """Compress the head batches about to be drained, each as the pacer says: on the loop; in a worker thread
@@ -314,6 +320,7 @@ class Sender(Answers):
         every batch is ready and every earlier request to the connection is written."""
         request = _PendingRequest(conn, batches)
         transactional = self.transaction is not None
+        epochs = self._leaders_of(self._cluster.state.cluster).epochs
         for position, batch in enumerate(batches):
             request.uncompressed[position] = -1 if batch.closed is not None else batch.size_in_bytes
             encoded = self._pipeline.submit(
@@ -325,7 +332,7 @@ class Sender(Answers):
             else:
                 request.encoded[position] = encoded
                 self._acc.observe_compression(request.uncompressed[position], len(encoded))
-            batch.leader_id, batch.leader_epoch = conn.node_id, self._leader_epoch_of(batch.tp)
+            batch.leader_id, batch.leader_epoch = conn.node_id, epochs[batch.tp]
             self._on_wire[batch] = None
         self._unwritten.setdefault(conn, deque()).append(request)
         self._write_ready(conn)
@@ -463,6 +470,40 @@ class _PendingRequest:
         self.uncompressed = [-1] * len(batches)  # each batch's size before it was closed (-1: closed before)
         self.missing = 0
         self.error: BaseException | None = None
+
+
+class _Leaders(dict[tuple[str, int], int]):
+    """tp -> its leader's node id (-1: unknown) in one metadata snapshot, and `epochs`: tp -> leader epoch (-1:
+    unknown). Filled on first ask (`__missing__`), so the accumulator's per-partition lookups are C-level dict reads
+    (`__getitem__`) after the first pass on a snapshot."""
+
+    __slots__ = ("epochs", "snapshot")
+
+    def __init__(self, snapshot: ClusterMetadata) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+        self.epochs = _LeaderEpochs(snapshot)
+
+    def __missing__(self, tp: tuple[str, int]) -> int:
+        info = self.snapshot.topics.get(tp[0])
+        leader = self[tp] = -1 if info is None else info.leader(tp[1])
+        return leader
+
+
+class _LeaderEpochs(dict[tuple[str, int], int]):
+    """tp -> its leader epoch in one metadata snapshot (-1: unknown), filled on first ask (see `_Leaders`)."""
+
+    __slots__ = ("snapshot",)
+
+    def __init__(self, snapshot: ClusterMetadata) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+    def __missing__(self, tp: tuple[str, int]) -> int:
+        info = self.snapshot.topics.get(tp[0])
+        unknown = info is None or not 0 <= tp[1] < info.num_partitions
+        epoch = self[tp] = -1 if info is None or unknown else info.partitions[tp[1]].leader_epoch
+        return epoch
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:
