@@ -329,18 +329,21 @@ class IdempotenceState:
             if stream is None or not stream.tracked or stream.tracked[0] is not batch:
                 return False
             return stream.broken_at is None or batch.base_sequence < stream.broken_at
-        if self.identity.needs_producer_id or not self.identity.known:  # R1
+        identity = self.identity
+        if identity.needs_producer_id or not identity.known:  # R1
             return False
         if stream is None:
             return True
         if stream.unresolved_next is not None or stream.broken_at is not None:  # R5
             return False
-        if (stream.producer_id, stream.producer_epoch) != (self.producer_id, self.producer_epoch):
+        # Field by field rather than as (id, epoch) pairs: no tuples built on every drain of every batch.
+        if stream.producer_id != identity.producer_id or stream.producer_epoch != identity.producer_epoch:
             return not stream.tracked and not stream.on_wire
         if stream.probe is not None:
             return False  # R5: a broker with no state for the producer takes any sequence: one at a time
-        if any(tracked.attempts for tracked in stream.tracked):
-            return False  # R5: a retried batch must stay among the last 5 the broker remembers
+        for tracked in stream.tracked:  # a loop, not any(<generator>): no generator made per call
+            if tracked.attempts:
+                return False  # R5: a retried batch must stay among the last 5 the broker remembers
         return len(stream.tracked) + len(stream.stray_on_wire) < MAX_TRACKED_PER_PARTITION
 
     def on_drain(self, batch: SequencedBatch, now_ms: int = 0) -> None:
@@ -349,8 +352,9 @@ class IdempotenceState:
             return
         stream = self._stream(batch.tp)
         if batch.base_sequence == NO_SEQUENCE:
-            if (stream.producer_id, stream.producer_epoch) != (self.producer_id, self.producer_epoch):
-                stream.restart(self.producer_id, self.producer_epoch)
+            identity = self.identity
+            if stream.producer_id != identity.producer_id or stream.producer_epoch != identity.producer_epoch:
+                stream.restart(identity.producer_id, identity.producer_epoch)
             batch.producer_id, batch.producer_epoch = stream.producer_id, stream.producer_epoch
             batch.base_sequence = stream.next_sequence
             stream.next_sequence += batch.record_count
@@ -496,10 +500,11 @@ class IdempotenceState:
         if stream is None or batch.base_sequence == NO_SEQUENCE:
             return None
         stream.on_wire.discard(id(batch))
-        stream.stray_on_wire.pop(id(batch), None)
+        if stream.stray_on_wire:
+            stream.stray_on_wire.pop(id(batch), None)
         if not stream.on_wire and (stream.broken_at is not None or stream.unresolved_next is not None):
             self._attention.add(batch.tp)
-        if (batch.producer_id, batch.producer_epoch) != (stream.producer_id, stream.producer_epoch):
+        if batch.producer_id != stream.producer_id or batch.producer_epoch != stream.producer_epoch:
             return None  # a batch of an older stream, failed while on the wire: nothing of it is tracked
         return stream
 
@@ -507,22 +512,31 @@ class IdempotenceState:
         """Java: handleCompletedBatch, maybeUpdateLastAckedSequence."""
         if stream is None:
             return
-        stream.last_ack_ms = max(stream.last_ack_ms, now_ms)
-        if batch in stream.tracked:
-            stream.tracked.remove(batch)
-        stream.uncertain_parts.discard(id(batch))
+        if now_ms > stream.last_ack_ms:
+            stream.last_ack_ms = now_ms
+        tracked = stream.tracked
+        if tracked and tracked[0] is batch:  # the usual case: answers come in sequence order
+            del tracked[0]
+        elif batch in tracked:
+            tracked.remove(batch)
+        if stream.uncertain_parts:
+            stream.uncertain_parts.discard(id(batch))
         if stream.probe is batch:
             stream.probe = None
-        last = _last_sequence(batch)
+        record_count = batch.record_count
+        last = batch.base_sequence + record_count - 1  # _last_sequence, inline: once per acknowledged batch
         if last > stream.last_acked:
             stream.last_acked = last
             if base_offset >= 0:
-                stream.last_acked_offset = base_offset + batch.record_count - 1
+                stream.last_acked_offset = base_offset + record_count - 1
         if stream.unresolved_next is not None and stream.last_acked + 1 >= stream.unresolved_next:
             stream.unresolved_next = None  # R8: a later batch is in: the hole was written
         if stream.broken_at is not None and stream.last_acked >= stream.broken_at:
             stream.broken_at = None  # the broker took a batch past the break after all: nothing was broken
-        self._attention.add(batch.tp)
+        if stream.unresolved_next is not None or stream.broken_at is not None:
+            # maybe_resolve has work here only while the partition is unresolved or broken (it drops a partition
+            # that is neither at once): not marking the others spares it a look per acknowledged batch.
+            self._attention.add(batch.tp)
 
     def _can_retry(
         self, batch: SequencedBatch, stream: _Stream | None, code: int, log_start_offset: int, error: BaseException
@@ -612,6 +626,8 @@ class IdempotenceState:
     def maybe_resolve(self) -> None:
         """Settle unresolved holes and restart broken streams whose turn it is (R8, R9). The sender calls this
         before each drain (Java: maybeResolveSequences, bumpIdempotentEpochAndResetIdIfNeeded)."""
+        if not self._attention:  # the usual pass: nothing unresolved or broken (no copy of an empty set made)
+            return
         for tp in list(self._attention):
             stream = self._streams.get(tp)
             if stream is None:
