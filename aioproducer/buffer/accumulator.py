@@ -260,14 +260,21 @@ class RecordAccumulator:
         force = self._flushing > 0 or self._closing or self.pool.waiters > 0
         next_check: int | None = None
         load: dict[str, tuple[list[int], list[int], list[int]]] | None = None if self._load_sink is None else {}
+        batch_size = self.batch_size
         for tp, queue in self.queues.items():
             leader = leader_of(tp)  # once per partition and pass: the sender's metadata cannot change during it
             if load is not None:
                 sizes, ids, queues = load.get(tp[0]) or load.setdefault(tp[0], ([], [], [0]))
                 queues[0] += 1
                 if leader >= 0 and not (queue and leader in unavailable):
-                    queued = _queued_bytes(queue)
-                    sizes.append(-(-queued // self.batch_size))
+                    # A queue of none or one batch (the usual case) is read here: no call per partition and pass.
+                    if not queue:
+                        queued = 0
+                    elif len(queue) == 1:
+                        queued = queue[0].reserved_bytes
+                    else:
+                        queued = _queued_bytes(queue)
+                    sizes.append(-(-queued // batch_size))
                     ids.append(tp[1])
             if not queue:
                 continue
@@ -441,9 +448,11 @@ class RecordAccumulator:
         self._incomplete.discard(batch)
         self.pool.release(batch.reserved_bytes)
         batch.reserved_bytes = 0
-        callbacks, batch.done_callbacks = batch.done_callbacks, []
-        for callback in callbacks:
-            callback()
+        callbacks = batch.done_callbacks
+        if callbacks:  # most batches have none: no new empty list per batch
+            batch.done_callbacks = []
+            for callback in callbacks:
+                callback()
 
     def _landed(self, batch: ProducerBatch) -> None:
         """The batch's attempt is over (answered, abandoned, split or settled): it is no longer on the wire."""

@@ -145,6 +145,7 @@ class Answers:
             code = part["error_code"]
             if code != ErrorCode.NONE:
                 self._on_partition_error(batch, code, part)
+            named_records = part.get("record_errors")
             decision = self._idem.on_response(
                 batch,
                 code,
@@ -152,10 +153,12 @@ class Answers:
                 base_offset=part["base_offset"],
                 log_start_offset=part.get("log_start_offset", -1),
                 message=part.get("error_message") or None,
+                # Nearly every answer names no record: no list is built for it.
                 record_errors=[
-                    (named["batch_index"], named.get("batch_index_error_message"))
-                    for named in part.get("record_errors") or ()
-                ],
+                    (named["batch_index"], named.get("batch_index_error_message")) for named in named_records
+                ]
+                if named_records
+                else (),
             )
             self._apply(batch, decision, now, part)
 
