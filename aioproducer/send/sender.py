@@ -321,6 +321,8 @@ class Sender(Answers):
         request = _PendingRequest(conn, batches)
         transactional = self.transaction is not None
         epochs = self._leaders_of(self._cluster.state.cluster).epochs
+        # The estimated compression ratio is read only for compressed batches (`estimated_wire_size`).
+        compressed = self._acc.compression is not CompressionType.NONE
         for position, batch in enumerate(batches):
             request.uncompressed[position] = -1 if batch.closed is not None else batch.size_in_bytes
             encoded = self._pipeline.submit(
@@ -331,9 +333,15 @@ class Sender(Answers):
                 request.missing += 1
             else:
                 request.encoded[position] = encoded
-                self._acc.observe_compression(request.uncompressed[position], len(encoded))
+                if compressed:
+                    self._acc.observe_compression(request.uncompressed[position], len(encoded))
             batch.leader_id, batch.leader_epoch = conn.node_id, epochs[batch.tp]
             self._on_wire[batch] = None
+        if not request.missing and conn not in self._unwritten:
+            # Every batch closed at once and nothing earlier waits for this connection (the usual case without
+            # compression): written now, as `_write_ready` would, without queueing it first.
+            self._write_produce(conn, batches, request.encoded)
+            return
         self._unwritten.setdefault(conn, deque()).append(request)
         self._write_ready(conn)
 
