@@ -261,17 +261,16 @@ class RecordAccumulator:
         next_check: int | None = None
         load: dict[str, tuple[list[int], list[int], list[int]]] | None = None if self._load_sink is None else {}
         batch_size = self.batch_size
+        ready = check.ready
         for tp, queue in self.queues.items():
             leader = leader_of(tp)  # once per partition and pass: the sender's metadata cannot change during it
             if load is not None:
                 sizes, ids, queues = load.get(tp[0]) or load.setdefault(tp[0], ([], [], [0]))
                 queues[0] += 1
                 if leader >= 0 and not (queue and leader in unavailable):
-                    # A queue of none or one batch (the usual case) is read here: no call per partition and pass.
-                    if not queue:
-                        queued = 0
-                    elif len(queue) == 1:
-                        queued = queue[0].reserved_bytes
+                    # A queue up to the sample (the usual case) is summed here: no call per partition and pass.
+                    if len(queue) <= _LOAD_SAMPLE_BATCHES:
+                        queued = sum(map(_reserved_bytes, queue))
                     else:
                         queued = _queued_bytes(queue)
                     sizes.append(-(-queued // batch_size))
@@ -299,7 +298,11 @@ class RecordAccumulator:
             else:
                 wait = head.created_ms + self.linger_ms - now_ms
             if wait <= 0:
-                check.ready.setdefault(leader, []).append(tp)
+                node_ready = ready.get(leader)
+                if node_ready is None:
+                    ready[leader] = [tp]
+                else:  # no new list made and thrown away by setdefault, per ready partition and pass
+                    node_ready.append(tp)
             elif next_check is None or wait < next_check:
                 next_check = wait
         check.next_check_ms = next_check

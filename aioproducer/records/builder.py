@@ -237,11 +237,16 @@ def record_size_upper_bound(key: bytes | None, value: bytes | None, headers: Hea
 
 def check_builder_settings(compression: int, compression_level: int | None, size_limit: object) -> CompressionType:
     """The codec a batch builder with these settings uses; ConfigError for settings it cannot take."""
-    try:
-        codec = CompressionType(compression)
-    except ValueError:
-        raise ConfigError(f"unknown compression type {compression!r}") from None
-    validate_level(codec, compression_level)
+    if type(compression) is CompressionType and compression_level is None:
+        # The accumulator's settings, checked once per new batch: a member is its own codec and every codec takes
+        # no level (validate_level's first rule), so the enum lookup and the level's checks are skipped.
+        codec = compression
+    else:
+        try:
+            codec = CompressionType(compression)
+        except ValueError:
+            raise ConfigError(f"unknown compression type {compression!r}") from None
+        validate_level(codec, compression_level)
     if isinstance(size_limit, bool) or not isinstance(size_limit, int) or size_limit <= 0:
         raise ConfigError(f"batch size_limit must be a positive int, got {size_limit!r}")
     return codec
