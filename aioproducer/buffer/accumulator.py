@@ -268,12 +268,7 @@ class RecordAccumulator:
                 sizes, ids, queues = load.get(tp[0]) or load.setdefault(tp[0], ([], [], [0]))
                 queues[0] += 1
                 if leader >= 0 and not (queue and leader in unavailable):
-                    # A queue up to the sample (the usual case) is summed here: no call per partition and pass.
-                    if len(queue) <= _LOAD_SAMPLE_BATCHES:
-                        queued = sum(map(_reserved_bytes, queue))
-                    else:
-                        queued = _queued_bytes(queue)
-                    sizes.append(-(-queued // batch_size))
+                    sizes.append(-(-_queued_bytes(queue) // batch_size))
                     ids.append(tp[1])
             if not queue:
                 continue
