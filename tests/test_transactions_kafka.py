@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from transactions_helpers import coordinator_of, last_stable_offsets, set_transaction_version, values
 
-from aioproducer import Producer
+from aioproducer import Producer, ProducerRecord
 from aioproducer.error_codes import ErrorCode
 from aioproducer.errors import (
     KafkaError,
@@ -23,6 +23,7 @@ from aioproducer.errors import (
     RecordTooLargeError,
     TransactionAbortedError,
     TransactionRequiresAbortError,
+    TransactionStateError,
 )
 from aioproducer.protocol import ApiKey
 from aioproducer.testing import DEFAULT_KAFKA_VERSION, KafkaCluster
@@ -436,6 +437,52 @@ async def test_abort_fails_buffered_records_and_waits_for_sent_ones(
         b"sent-1",
         b"sent-2",
     ]
+
+
+@pytest.mark.parametrize("call", ["send_many", "send_table"])
+async def test_a_bulk_call_never_spans_two_transactions(
+    cluster: KafkaCluster, transaction_version: int, call: str
+) -> None:
+    """A bulk call waiting for a partition while its transaction was aborted and a new one begun went on buffering
+    into the new one, whose commit then made the call's last records visible to read_committed readers. Now the
+    records the call had not buffered when its transaction ended fail, and the broker holds none of the call's."""
+    import pyarrow as pa
+
+    topic, growing = new_topic(cluster), new_topic(cluster, partitions=1)
+    bootstrap = cluster.bootstrap_servers
+    async with transactional(cluster, linger_ms=60_000, metadata_max_age_ms=100, max_block_ms=30_000) as producer:
+        await producer.begin_transaction()
+        topics, partitions = [topic, topic, topic, growing, topic], [0, 1, 0, 1, 1]
+        payloads = [b"call-%d" % i for i in range(5)]
+        if call == "send_table":
+            table = pa.table({"topic": topics, "value": payloads, "partition": pa.array(partitions, pa.int32())})
+            running = asyncio.ensure_future(
+                producer.send_table(table, topic_column="topic", value="value", partition="partition")
+            )
+        else:
+            records = [ProducerRecord(t, v, partition=n) for t, v, n in zip(topics, payloads, partitions, strict=True)]
+            running = asyncio.ensure_future(producer.send_many(records))
+        await asyncio.sleep(0.5)  # three records buffered; the call waits for partition 1 of `growing`
+        assert not running.done()
+        await producer.abort_transaction()
+        await producer.begin_transaction()
+        await asyncio.to_thread(cluster.add_partitions, growing, 2)
+        outcome = await asyncio.wait_for(running, 60)
+        if call == "send_table":
+            failed = {row: type(failure.error) for failure in outcome.failures for row in failure.row_numbers()}
+            kinds = [failed[row] for row in range(5)]
+        else:
+            kinds = [type(result) for result in outcome]
+        assert kinds == [TransactionAbortedError] * 3 + [TransactionStateError] * 2
+        await send_all(producer, topic, [b"next"], partitions=1)
+        await producer.commit_transaction()
+    deadline = time.monotonic() + 30
+    while not (committed := values(bootstrap, topic, "read_committed")):
+        assert time.monotonic() < deadline, "the commit never became visible"
+        await asyncio.sleep(0.1)
+    assert committed == [b"next"]
+    assert values(bootstrap, topic, "read_uncommitted") == [b"next"]  # none of the call's records reached Kafka
+    assert values(bootstrap, growing, "read_uncommitted") == []
 
 
 async def test_coordinator_timeout_aborts_and_the_producer_recovers(
