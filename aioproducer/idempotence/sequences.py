@@ -262,7 +262,9 @@ class IdempotenceState:
         self.local_bumps_refused = False
         self._granted_epoch = NO_PRODUCER_EPOCH  # the epoch the broker gave; above it, bumped locally
         self._streams: dict[TopicPartition, _Stream] = {}
-        self._attention: set[TopicPartition] = set()  # unresolved or broken partitions (maybe_resolve)
+        # Unresolved or broken partitions, for maybe_resolve: a dict used as an ordered set, so that a pass restarts
+        # streams in the order they needed it, whatever the string hash seed (a history replays the same way).
+        self._attention: dict[TopicPartition, None] = {}
 
     # -- identity (R1, R9, R10) ---------------------------------------------------------------------------------
     @property
@@ -301,7 +303,7 @@ class IdempotenceState:
                     fresh = self._streams[tp] = _Stream(producer_id, producer_epoch)
                     fresh.broker_knows_producer = known
                     fresh.last_ack_ms = stream.last_ack_ms if known else 0
-                    self._attention.discard(tp)
+                    self._attention.pop(tp, None)
 
     def _bump(self) -> bool:
         """Make the producer's identity newer than every stream's (R9): True when done, False when a new id (or,
@@ -503,7 +505,7 @@ class IdempotenceState:
         if stream.stray_on_wire:
             stream.stray_on_wire.pop(id(batch), None)
         if not stream.on_wire and (stream.broken_at is not None or stream.unresolved_next is not None):
-            self._attention.add(batch.tp)
+            self._attention[batch.tp] = None
         if batch.producer_id != stream.producer_id or batch.producer_epoch != stream.producer_epoch:
             return None  # a batch of an older stream, failed while on the wire: nothing of it is tracked
         return stream
@@ -536,7 +538,7 @@ class IdempotenceState:
         if stream.unresolved_next is not None or stream.broken_at is not None:
             # maybe_resolve has work here only while the partition is unresolved or broken (it drops a partition
             # that is neither at once): not marking the others spares it a look per acknowledged batch.
-            self._attention.add(batch.tp)
+            self._attention[batch.tp] = None
 
     def _can_retry(
         self, batch: SequencedBatch, stream: _Stream | None, code: int, log_start_offset: int, error: BaseException
@@ -601,7 +603,7 @@ class IdempotenceState:
         stream.uncertain_parts.discard(id(batch))
         if stream.probe is batch:
             stream.probe = None
-        self._attention.add(batch.tp)
+        self._attention[batch.tp] = None
         if batch.base_sequence <= stream.last_acked:
             return  # a later batch is in: the broker moved past this one, no hole to mend
         if self.transactional:
@@ -621,17 +623,17 @@ class IdempotenceState:
     def _break(self, stream: _Stream, tp: TopicPartition, sequence: int) -> None:
         stream.broken_at = sequence if stream.broken_at is None else min(stream.broken_at, sequence)
         stream.unresolved_next = None
-        self._attention.add(tp)
+        self._attention[tp] = None
 
     def maybe_resolve(self) -> None:
         """Settle unresolved holes and restart broken streams whose turn it is (R8, R9). The sender calls this
         before each drain (Java: maybeResolveSequences, bumpIdempotentEpochAndResetIdIfNeeded)."""
-        if not self._attention:  # the usual pass: nothing unresolved or broken (no copy of an empty set made)
+        if not self._attention:  # the usual pass: nothing unresolved or broken (no copy of an empty one made)
             return
         for tp in list(self._attention):
             stream = self._streams.get(tp)
             if stream is None:
-                self._attention.discard(tp)
+                self._attention.pop(tp, None)
                 continue
             quiet = not stream.tracked and not stream.on_wire
             if stream.unresolved_next is not None and quiet:
@@ -647,7 +649,7 @@ class IdempotenceState:
             ):
                 self._restart(stream, tp)
             if stream.unresolved_next is None and stream.broken_at is None:
-                self._attention.discard(tp)
+                self._attention.pop(tp, None)
 
     def _restart(self, stream: _Stream, tp: TopicPartition) -> None:
         """R9: renumber the tracked batches (all from the break on) from 0 under a newer identity."""
