@@ -21,7 +21,7 @@ from aioproducer import Producer, RecordMetadata
 from aioproducer.buffer import batch as batch_module
 from aioproducer.config import _GROWN_BATCH_DEFAULT
 from aioproducer.deliveries.delivery import BatchOutcome
-from aioproducer.errors import ProducerClosedError
+from aioproducer.errors import InvalidRecordError, ProducerClosedError
 from aioproducer.records import builder as builder_module
 from aioproducer.records.compression import CompressionType
 from aioproducer.send import pipeline as pipeline_module
@@ -147,6 +147,28 @@ def test_a_retry_is_stamped_again_from_its_closed_records() -> None:
     assert read(first)[1] == read(again)[1]
     assert read(again)[0]["producer"] == (5, 2, 0)
     assert first[61:] == again[61:]  # the same compressed section
+
+
+def test_an_uncompressed_retry_is_stamped_again_from_its_first_bytes() -> None:
+    """Uncompressed, the compiled twin closes a batch at once with its section a view into the bytes it sent: a retry
+    re-stamps the same section, as the pure twin's would."""
+    rows = records_of(random.Random(5), 80)
+    batch = filled_batch(CompressionType.NONE, rows)
+    first = close_now_or_later(CompressionType.NONE, batch, (5, 1, 10, False))
+    again = close_now_or_later(CompressionType.NONE, batch, (5, 2, 0, True))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        use_twin(monkeypatch, "pure")
+        pure = close_now_or_later(CompressionType.NONE, filled_batch(CompressionType.NONE, rows), (5, 2, 0, True))
+    assert first[61:] == again[61:] and again == pure
+    assert read(again)[0]["producer"] == (5, 2, 0) and read(again)[0]["transactional"]
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_stamp_out_of_range_is_refused_alike(twin: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    use_twin(monkeypatch, twin)
+    batch = filled_batch(CompressionType.NONE, records_of(random.Random(1), 3))
+    with pytest.raises(InvalidRecordError):
+        close_now_or_later(CompressionType.NONE, batch, (1, 1 << 15, 0, False))
 
 
 @pytest.mark.parametrize("codec", ["lz4", "zstd", "snappy", "gzip"])

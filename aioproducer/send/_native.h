@@ -313,8 +313,8 @@ typedef struct apn_job {
     void *owner;            /* the Python object that keeps every buffer above alive (borrowed here) */
 } apn_job;
 
-/* Write the 61-byte header before the section already at out + APN_HEADER_SIZE, CRC included. */
-static void apn_write_header(apn_job *job, size_t section_len, int codec) {
+/* Write the 61-byte header before the section already at out + APN_HEADER_SIZE, all but its CRC. */
+static void apn_write_header_fields(apn_job *job, size_t section_len, int codec) {
     uint8_t *h = job->out;
     int16_t attributes = (int16_t)(codec | (job->transactional ? APN_TRANSACTIONAL_BIT : 0));
     apn_put64(h, 0);                                                           /* base offset */
@@ -329,7 +329,22 @@ static void apn_write_header(apn_job *job, size_t section_len, int codec) {
     apn_put16(h + 51, (uint16_t)job->producer_epoch);
     apn_put32(h + 53, (uint32_t)job->base_sequence);
     apn_put32(h + 57, (uint32_t)job->record_count);
-    apn_put32(h + 17, apn_crc32c(0, h + APN_CRC_START, APN_HEADER_SIZE - APN_CRC_START + section_len));
+}
+
+/* Write the 61-byte header before the section already at out + APN_HEADER_SIZE, CRC included. */
+static void apn_write_header(apn_job *job, size_t section_len, int codec) {
+    apn_write_header_fields(job, section_len, codec);
+    apn_put32(job->out + 17, apn_crc32c(0, job->out + APN_CRC_START, APN_HEADER_SIZE - APN_CRC_START + section_len));
+}
+
+/* Close one uncompressed batch but for its CRC, which the caller computes over out + APN_CRC_START onwards and puts
+ * with apn_put32 at out + 17 (on the event loop, the crc32c package's interleaved CRC is faster than this file's). */
+static void apn_copy_uncompressed(apn_job *job) {
+    memcpy(job->out + APN_HEADER_SIZE, job->records, job->records_len);
+    apn_write_header_fields(job, job->records_len, APN_NONE);
+    job->status = 0;
+    job->used_codec = APN_NONE;
+    job->out_len = APN_HEADER_SIZE + job->records_len;
 }
 
 /* Close one batch: compress its section after the header's room (or copy it, when that is not smaller), then

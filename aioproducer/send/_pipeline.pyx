@@ -4,8 +4,9 @@ in C (`_native.h`: the codec, the header, the CRC-32C), without the GIL, while t
 
 The loop submits a drained batch with its stamp; the worker reads the builder's buffer and writes the encoded batch
 into a bytes object the loop allocated; one byte on a pipe tells the loop that finished batches wait in
-`completed()`, in the order submitted. A batch that is already closed (a retry), or a codec the build has no
-native library for, is done at once as the pure twin does it.
+`completed()`, in the order submitted. An uncompressed batch is closed at once on the loop by the same C (a copy
+and the header; no worker round trip is worth it). A batch that is already closed (a retry), or a codec the build
+has no native library for, is done at once as the pure twin does it.
 """
 
 from collections import deque
@@ -24,8 +25,11 @@ import os
 from aioproducer.records.compression import CompressionType
 from aioproducer.errors import AioProducerError
 from aioproducer.records.builder import ClosedBatch
-from aioproducer.records.layout import BATCH_HEADER_SIZE
+from aioproducer.records.layout import BATCH_HEADER_SIZE, CRC_START
+from crc32c import crc32c as _crc32c
 from aioproducer.send.pipeline import effective_level
+
+_NONE = CompressionType.NONE
 
 cdef extern from "Python.h":
     PyObject* new_bytes "PyBytes_FromStringAndSize"(const char* data, Py_ssize_t size)
@@ -64,6 +68,8 @@ cdef extern from "_native.h" nogil:
     apn_job* apn_worker_take_done(apn_worker* worker)
     void apn_worker_stop(apn_worker* worker)
     void apn_worker_destroy(apn_worker* worker)
+    void apn_copy_uncompressed(apn_job* job)
+    void apn_put32(uint8_t* out, uint32_t value)
 
 
 def crc32c(data, uint32_t value=0):
@@ -157,14 +163,45 @@ cdef class BatchPipeline:
 
     def submit(self, batch, producer_id, producer_epoch, base_sequence, transactional):
         """The batch's bytes when done at once, or None when the worker closes it (see `completed`)."""
-        if not self.off_loop or batch.closed is not None or type(batch.builder) is not BatchBuilder:
-            closed = batch.close()
-            return closed.encode(producer_id=producer_id, producer_epoch=producer_epoch,
-                                 base_sequence=base_sequence, transactional=transactional)
+        if batch.closed is not None or type(batch.builder) is not BatchBuilder:
+            return self._close_as_pure(batch, producer_id, producer_epoch, base_sequence, transactional)
         cdef ProducerBatch producer_batch = <ProducerBatch?>batch
         cdef BatchBuilder builder = <BatchBuilder>producer_batch.builder
+        cdef _Job entry
+        if not self.off_loop:
+            if self._codec != 0 or builder._count == 0:
+                return self._close_as_pure(batch, producer_id, producer_epoch, base_sequence, transactional)
+            # Uncompressed: the worker's C (copy the section after the header, stamp it) done at once on the loop,
+            # where builder.close() and ClosedBatch.encode cost two copies of the records and a dozen Python calls
+            # per batch; checksummed as ClosedBatch.encode does it (the crc32c package is faster than _native.h's).
+            try:
+                entry = self._job(producer_batch, builder, producer_id, producer_epoch, base_sequence, transactional)
+            except OverflowError:  # a stamp out of its field's range: ClosedBatch.encode raises its own error
+                return self._close_as_pure(batch, producer_id, producer_epoch, base_sequence, transactional)
+            apn_copy_uncompressed(&entry.job)
+            apn_put32(entry.job.out + 17, _crc32c(memoryview(<object>entry.out)[CRC_START:]))
+            return self._closed(entry, producer_batch)
         if builder._count == 0:
             raise AioProducerError("cannot close an empty batch")
+        entry = self._job(producer_batch, builder, producer_id, producer_epoch, base_sequence, transactional)
+        producer_batch.compressing = True
+        Py_INCREF(entry)  # the worker's reference (see _Job), given back in completed() or __dealloc__
+        if apn_worker_submit(&self._worker, &entry.job) != 0:
+            Py_DECREF(entry)
+            producer_batch.compressing = False
+            raise AioProducerError("cannot start the batch pipeline's worker thread")
+        self._submitted.append((entry, batch))
+        return None
+
+    cdef object _close_as_pure(self, batch, producer_id, producer_epoch, base_sequence, transactional):
+        """As the pure twin does it: a retry's closed batch, a pure builder, a codec with no native library here."""
+        closed = batch.close()
+        return closed.encode(producer_id=producer_id, producer_epoch=producer_epoch,
+                             base_sequence=base_sequence, transactional=transactional)
+
+    cdef _Job _job(self, ProducerBatch producer_batch, BatchBuilder builder, producer_id, producer_epoch,
+                   base_sequence, transactional):
+        """The job closing the batch: its stamp, the builder's buffer to read and a bytes object to write."""
         cdef _Job entry = _Job()
         cdef size_t capacity = BATCH_HEADER_SIZE + apn_bound(self._codec, self._level, builder._len)
         entry.out = new_bytes(NULL, capacity)
@@ -186,16 +223,9 @@ cdef class BatchPipeline:
         entry.job.max_timestamp = builder._max_timestamp
         entry.job.partition_leader_epoch = -1
         entry.job.owner = <void*>entry
-        # The builder takes no more records and nothing else closes it while the worker reads its buffer.
+        # The builder takes no more records and nothing else closes it while its buffer is read.
         producer_batch.sealed = True
-        producer_batch.compressing = True
-        Py_INCREF(entry)  # the worker's reference (see _Job), given back in completed() or __dealloc__
-        if apn_worker_submit(&self._worker, &entry.job) != 0:
-            Py_DECREF(entry)
-            producer_batch.compressing = False
-            raise AioProducerError("cannot start the batch pipeline's worker thread")
-        self._submitted.append((entry, batch))
-        return None
+        return entry
 
     def completed(self):
         """Batches the worker has finished, in the order submitted: (batch, its bytes or the codec's error)."""
@@ -222,13 +252,17 @@ cdef class BatchPipeline:
         batch.compressing = False
         if entry.job.status != 0:
             return batch, AioProducerError(f"{self._compression.name.lower()} compression failed")
+        return batch, self._closed(entry, batch)
+
+    cdef object _closed(self, _Job entry, ProducerBatch batch):
+        """The finished job's encoded batch; the batch is closed with its section, a view into those bytes."""
         _PyBytes_Resize(&entry.out, entry.job.out_len)
         wire = <object>entry.out
         Py_XDECREF(entry.out)
         entry.out = NULL
         closed = ClosedBatch(
             records_section=memoryview(wire)[BATCH_HEADER_SIZE:],
-            compression=CompressionType(entry.job.used_codec),
+            compression=_NONE if entry.job.used_codec == 0 else CompressionType(entry.job.used_codec),
             record_count=entry.job.record_count,
             base_timestamp=entry.job.base_timestamp,
             max_timestamp=entry.job.max_timestamp,
@@ -236,7 +270,7 @@ cdef class BatchPipeline:
         entry.builder.finish(closed)
         batch.closed = closed
         batch.builder = None
-        return batch, wire
+        return wire
 
     def shutdown(self):
         """Finish the batches submitted (they still come out of `completed()`) and stop the worker."""
