@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections import deque
 
+import pytest
+
 from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.deliveries.delivery import BatchOutcome, resolve
 from aioproducer.idempotence.sequences import IdempotenceState
 from aioproducer.records import read_batches
 from aioproducer.records.compression import CompressionType
+from tests.twins import TWINS, use_twin
 
 TP = ("t", 0)
 
@@ -327,17 +330,27 @@ class _Queued:
         return self._reserved
 
 
-def test_load_of_a_long_queue_reads_only_its_oldest_batches() -> None:
+@pytest.mark.parametrize("twin", TWINS)
+def test_load_of_a_long_queue_reads_only_its_oldest_batches(twin: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Regression: the adaptive partitioner's load summed every queued batch of every partition on every pass of the
     sender; with a full buffer of 16 KiB batches (hundreds per partition) that was a sixth of the event loop's time.
-    Up to the sample the load is exact; beyond it, the sample's mean size times the queue's length."""
-    from aioproducer.buffer.accumulator import _LOAD_SAMPLE_BATCHES, _queued_bytes
+    Up to the sample the load is exact; beyond it, the sample's mean size times the queue's length. Both twins, over
+    any objects with the field and over batches."""
+    use_twin(monkeypatch, twin)
+    from aioproducer.buffer import batch as batch_module
 
-    short = deque(_Queued(size) for size in range(1, _LOAD_SAMPLE_BATCHES + 1))
-    assert _queued_bytes(short) == sum(range(1, _LOAD_SAMPLE_BATCHES + 1))  # type: ignore[arg-type]
-    assert _queued_bytes(deque()) == 0
-    long = deque([_Queued(1000) for _ in range(_LOAD_SAMPLE_BATCHES)] + [_Queued(0, readable=False)] * 392)
-    assert _queued_bytes(long) == 1000 * 400  # type: ignore[arg-type]
+    queued_bytes, sample = batch_module.queued_bytes, batch_module.LOAD_SAMPLE_BATCHES
+    short = deque(_Queued(size) for size in range(1, sample + 1))
+    assert queued_bytes(short) == sum(range(1, sample + 1))
+    assert queued_bytes(deque()) == 0
+    long = deque([_Queued(1000) for _ in range(sample)] + [_Queued(0, readable=False)] * 392)
+    assert queued_bytes(long) == 1000 * 400
+    acc = make(batch_size=100)
+    for size in (50, 120, 7, 300, 60, 90, 10, 11, 12, 13):
+        batch, _index, _wake = acc.append(TP, 0, None, b"v", (), size, lambda: 0)
+        batch.seal()
+    queue = acc.queues[TP]
+    assert len(queue) == 10 and queued_bytes(queue) == (50 + 120 + 7 + 300 + 60 + 90 + 10 + 11) * 10 // sample
 
 
 def test_expedite_makes_each_partitions_newest_batch_ready_and_leaves_later_batches_lingering() -> None:

@@ -30,7 +30,7 @@ TWINS = ["pure", "compiled"] if COMPILED else ["pure"]
 # module, its compiled twin, and the names the twin replaces (each also kept as Pure<name> / pure_<name>).
 TWINNED: list[tuple[ModuleType, str, tuple[str, ...]]] = [
     (builder, "aioproducer.records._builder", ("BatchBuilder",)),
-    (batch, "aioproducer.buffer._batch", ("ProducerBatch",)),
+    (batch, "aioproducer.buffer._batch", ("ProducerBatch", "queued_bytes")),
     (buffer_pool, "aioproducer.buffer._pool", ("BufferPool",)),
     (partitioner, "aioproducer._partitioner", ("DefaultPartitioner", "murmur2")),
     (

@@ -3,6 +3,7 @@
 from collections.abc import Callable
 from typing import Any
 
+from aioproducer.buffer.batch import _Queue
 from aioproducer.records import BatchBuilder, ClosedBatch
 
 class ProducerBatch:
@@ -36,3 +37,5 @@ class ProducerBatch:
     def close(self) -> ClosedBatch: ...
     @property
     def size_in_bytes(self) -> int: ...
+
+def queued_bytes(queue: _Queue) -> int: ...

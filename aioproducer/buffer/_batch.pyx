@@ -1,9 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Compiled twin of `aioproducer.buffer.batch.ProducerBatch`: the same fields in a C struct, so the compiled appender and
 encoders read and write them without a Python call; the same methods (see the original for what each field means
-and who writes it)."""
+and who writes it). Also the twin of `queued_bytes`, which reads those fields."""
 
+from aioproducer.buffer.batch import LOAD_SAMPLE_BATCHES
 from aioproducer.idempotence.sequences import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
+
+cdef Py_ssize_t _SAMPLE = LOAD_SAMPLE_BATCHES
 
 
 cdef class ProducerBatch:
@@ -61,3 +64,21 @@ cdef class ProducerBatch:
 
     def __repr__(self):
         return f"<ProducerBatch {self.topic}-{self.partition} records={self.record_count} seq={self.base_sequence}>"
+
+
+def queued_bytes(queue):
+    """Twin of `aioproducer.buffer.batch.queued_bytes`: the same sample and estimate, the fields read from C."""
+    cdef Py_ssize_t length = len(queue)
+    cdef Py_ssize_t total = 0
+    cdef Py_ssize_t read = 0
+    for item in queue:
+        if read == _SAMPLE:
+            break
+        if type(item) is ProducerBatch:
+            total += (<ProducerBatch>item).reserved_bytes
+        else:
+            total += item.reserved_bytes
+        read += 1
+    if length <= _SAMPLE:
+        return total
+    return total * length // _SAMPLE

@@ -11,12 +11,11 @@ carries the `BatchOutcome` its records' delivery handles read, settled by the se
 from __future__ import annotations
 
 import itertools
-import operator
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
-from aioproducer.buffer.batch import ProducerBatch, TopicPartition
+from aioproducer.buffer.batch import ProducerBatch, TopicPartition, queued_bytes
 from aioproducer.buffer.pool import BufferPool
 from aioproducer.idempotence.sequences import NO_SEQUENCE, IdempotenceState
 from aioproducer.records import BatchBuilder, read_batches
@@ -268,7 +267,7 @@ class RecordAccumulator:
                 sizes, ids, queues = load.get(tp[0]) or load.setdefault(tp[0], ([], [], [0]))
                 queues[0] += 1
                 if leader >= 0 and not (queue and leader in unavailable):
-                    sizes.append(-(-_queued_bytes(queue) // batch_size))
+                    sizes.append(-(-queued_bytes(queue) // batch_size))
                     ids.append(tp[1])
             if not queue:
                 continue
@@ -527,21 +526,3 @@ def _call_when_all_done(batches: Sequence[ProducerBatch], callbacks: list[Callab
 
     for batch in batches:
         batch.done_callbacks.append(one_done)
-
-
-# How many of a partition's queued batches the adaptive partitioner's load sums; a longer queue's load is taken as
-# their mean size times its length (a queue's batches fill to the same size limit, but for its newest). Summing every
-# batch on every pass of the sender cost a sixth of the event loop's time with a full buffer of 16 KiB batches
-# (hundreds queued per partition); Java's partitionReady counts the batches, in constant time.
-_LOAD_SAMPLE_BATCHES = 8
-# map() over it: no generator frame per batch, on every partition of every pass of the sender.
-_reserved_bytes: Callable[[ProducerBatch], int] = operator.attrgetter("reserved_bytes")
-
-
-def _queued_bytes(queue: deque[ProducerBatch]) -> int:
-    """The buffer memory a partition's queue holds, for the adaptive partitioner's load (KIP-794): exact up to
-    `_LOAD_SAMPLE_BATCHES` batches, estimated from the oldest ones beyond."""
-    if len(queue) <= _LOAD_SAMPLE_BATCHES:
-        return sum(map(_reserved_bytes, queue))
-    sample = sum(map(_reserved_bytes, itertools.islice(queue, _LOAD_SAMPLE_BATCHES)))
-    return sample * len(queue) // _LOAD_SAMPLE_BATCHES

@@ -8,14 +8,23 @@ deliveries read `outcome`, which the sender settles once for the whole batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import itertools
+import operator
+from collections.abc import Callable, Iterable, Sized
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aioproducer.accelerated import compiled_twin
 from aioproducer.idempotence.sequences import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from aioproducer.records import BatchBuilder, ClosedBatch
 
-__all__ = ["ProducerBatch", "PureProducerBatch", "TopicPartition"]
+__all__ = [
+    "LOAD_SAMPLE_BATCHES",
+    "ProducerBatch",
+    "PureProducerBatch",
+    "TopicPartition",
+    "pure_queued_bytes",
+    "queued_bytes",
+]
 
 TopicPartition = tuple[str, int]
 
@@ -109,9 +118,38 @@ class ProducerBatch:
         return f"<ProducerBatch {self.topic}-{self.partition} records={self.record_count} seq={self.base_sequence}>"
 
 
+class _Reserved(Protocol):
+    reserved_bytes: int
+
+
+class _Queue(Sized, Iterable[_Reserved], Protocol):
+    """A partition's queue of batches, as `queued_bytes` reads it (a deque of ProducerBatch)."""
+
+
+# How many of a partition's queued batches the adaptive partitioner's load sums; a longer queue's load is taken as
+# their mean size times its length (a queue's batches fill to the same size limit, but for its newest). Summing every
+# batch on every pass of the sender cost a sixth of the event loop's time with a full buffer of 16 KiB batches
+# (hundreds queued per partition); Java's partitionReady counts the batches, in constant time.
+LOAD_SAMPLE_BATCHES = 8
+# map() over it: no generator frame per batch, on every partition of every pass of the sender.
+_reserved_bytes: Callable[[_Reserved], int] = operator.attrgetter("reserved_bytes")
+
+
+def queued_bytes(queue: _Queue) -> int:
+    """The buffer memory a partition's queue holds, for the adaptive partitioner's load (KIP-794): exact up to
+    `LOAD_SAMPLE_BATCHES` batches, estimated from the oldest ones beyond. (Here, beside the batch, for its compiled
+    twin to read the batches' fields from C: the accumulator asks it for every partition on every pass.)"""
+    if len(queue) <= LOAD_SAMPLE_BATCHES:
+        return sum(map(_reserved_bytes, queue))
+    sample = sum(map(_reserved_bytes, itertools.islice(queue, LOAD_SAMPLE_BATCHES)))
+    return sample * len(queue) // LOAD_SAMPLE_BATCHES
+
+
 # The compiled twin, when built (see aioproducer.accelerated): the same fields, read and written from C by the
-# compiled appender.
+# compiled appender; the same load.
 PureProducerBatch = ProducerBatch
+pure_queued_bytes = queued_bytes
 _twin = compiled_twin("aioproducer.buffer._batch")
 if not TYPE_CHECKING and _twin is not None:
     ProducerBatch = _twin.ProducerBatch
+    queued_bytes = _twin.queued_bytes
