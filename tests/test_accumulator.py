@@ -316,6 +316,13 @@ def test_ready_reports_each_topic_s_load_for_adaptive_partitioning() -> None:
     acc.ready(0, leaders.__getitem__)
     assert ("t", [2, 6, 0], [0, 1, 2], 4) in reports
     assert make().ready(0, leaders.__getitem__).ready == {}  # without a sink nothing is counted
+    # A topic's view is told again only when it changed: the partitioner's stats depend on it alone.
+    reports.clear()
+    acc.ready(0, leaders.__getitem__)
+    assert reports == []
+    acc.append(("u", 0), 1_000, None, b"v" * 99, (), 120, lambda: 0)
+    acc.ready(0, leaders.__getitem__)
+    assert reports == [("u", [3], [0], 1)]
 
 
 class _Queued:

@@ -98,6 +98,9 @@ class RecordAccumulator:
         # Adaptive partitioning (KIP-794): told by `ready`, per topic, the queue sizes of the partitions that may
         # take keyless records, their ids, and how many queues the topic has (the partitioner's update_load_stats).
         self._load_sink = load_sink
+        # What `ready` last told the sink per topic: the partitioner's stats are a function of these alone, and on
+        # most passes they have not changed (queue sizes count whole batch_size units), so they are not told again.
+        self._load_told: dict[str, tuple[list[int], list[int], int]] = {}
 
     @property
     def buffer_memory(self) -> int:
@@ -301,8 +304,12 @@ class RecordAccumulator:
                 next_check = wait
         check.next_check_ms = next_check
         if load is not None and self._load_sink is not None:
+            told = self._load_told
             for topic, (sizes, ids, queues) in load.items():
-                self._load_sink(topic, sizes, ids, queues[0])
+                view = (sizes, ids, queues[0])
+                if told.get(topic) != view:
+                    told[topic] = view
+                    self._load_sink(topic, sizes, ids, queues[0])
         return check
 
     def drain(
