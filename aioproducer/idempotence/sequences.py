@@ -177,6 +177,8 @@ class Decision:
 
 
 _DONE = Decision(Action.DONE)
+# Read for every answered batch: an enum member read through its class costs a lookup (about 70 ns) each time.
+_NO_ERROR = ErrorCode.NONE
 _RETRY = Decision(Action.RETRY)
 _SPLIT = Decision(Action.SPLIT)
 
@@ -388,7 +390,7 @@ class IdempotenceState:
         """A Produce answer for the batch (its partition's part of it): what to do next. `record_errors`: the
         answer's RecordErrors (KIP-467), (index of the record in the batch, its message)."""
         stream = self._off_wire(batch)
-        if error_code == ErrorCode.NONE or (error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and stream is not None):
+        if error_code == _NO_ERROR or (error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and stream is not None):
             self._acked(batch, stream, base_offset, now_ms)
             return _DONE
         if error_code in _MAYBE_APPENDED:

@@ -36,6 +36,9 @@ _FAILURE_LOG_INTERVAL_S = 5.0
 
 # The answer for a partition of an acks=0 request: nothing is known but that it went out.
 _ACKS_ZERO: dict[str, Any] = {"error_code": ErrorCode.NONE, "base_offset": -1, "log_append_time_ms": -1}
+# Read for every answered batch: an enum member read through its class costs a lookup (about 70 ns) each time.
+_NO_ERROR = ErrorCode.NONE
+_DONE = Action.DONE
 
 
 class TransactionGate(Protocol):
@@ -143,7 +146,7 @@ class Answers:
                 self._apply(batch, self._idem.on_no_response(batch, error, now), now)
                 continue
             code = part["error_code"]
-            if code != ErrorCode.NONE:
+            if code != _NO_ERROR:
                 self._on_partition_error(batch, code, part)
             named_records = part.get("record_errors")
             decision = self._idem.on_response(
@@ -179,9 +182,9 @@ class Answers:
 
     def _apply(self, batch: ProducerBatch, decision: Decision, now: int, part: dict[str, Any] | None = None) -> None:
         action = decision.action
-        if action is Action.DONE:
+        if action is _DONE:
             offset, append_time = (part["base_offset"], part.get("log_append_time_ms", -1)) if part else (-1, -1)
-            if part is not None and part["error_code"] != ErrorCode.NONE:
+            if part is not None and part["error_code"] != _NO_ERROR:
                 offset = append_time = -1  # DUPLICATE_SEQUENCE_NUMBER: written before, offset unknown
             self._settle_success(batch, offset, append_time)
         elif action is Action.RETRY:
