@@ -325,6 +325,34 @@ def test_ready_reports_each_topic_s_load_for_adaptive_partitioning() -> None:
     assert reports == [("u", [3], [0], 1)]
 
 
+def test_a_load_view_the_sink_refused_is_told_again() -> None:
+    """The view was recorded as told before the sink took it: had the sink raised once, the same view would never
+    have been told again, leaving the partitioner with older stats for as long as the queues kept their sizes."""
+    told: list[list[int]] = []
+
+    def sink(topic: str, sizes: list[int], ids: list[int], queues: int) -> None:
+        told.append(sizes)
+        if len(told) == 1:
+            raise RuntimeError("refused once")
+
+    acc = RecordAccumulator(
+        batch_size=100,
+        linger_ms=5,
+        buffer_memory=1 << 20,
+        compression=CompressionType.NONE,
+        compression_level=None,
+        new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], None),
+        load_sink=sink,
+    )
+    acc.append(("t", 0), 1_000, None, b"v" * 99, (), 120, lambda: 0)
+    acc.append(("t", 1), 1_000, None, b"v", (), 20, lambda: 0)
+    with pytest.raises(RuntimeError):
+        acc.ready(0, lambda tp: 1)
+    acc.ready(0, lambda tp: 1)
+    acc.ready(0, lambda tp: 1)
+    assert told == [[2, 1], [2, 1]]  # told again once, then not while it holds
+
+
 class _Queued:
     """A queued batch as the load sees it; reading the size of one past the sample fails the test."""
 

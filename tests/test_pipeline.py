@@ -131,6 +131,20 @@ def test_the_twins_write_the_same_batch(codec: CompressionType) -> None:
         assert pure == twin
 
 
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4], ids=["none", "lz4"])
+def test_a_batch_of_the_other_twin_is_closed_as_the_pure_twin_does(codec: CompressionType) -> None:
+    """The compiled pipeline read any batch as its own twin's: a pure ProducerBatch around a compiled builder raised
+    TypeError rather than being closed. Such a batch now goes the pure way, and reads back with its stamp."""
+    rows = records_of(random.Random(3), 40)
+    builder = builder_module.BatchBuilder(compression=codec, size_limit=1 << 30)
+    for row in rows:
+        assert builder.try_append(*row) is not None
+    batch = batch_module.PureProducerBatch(("t", 0), builder, 0, BatchOutcome("t", 0, None))
+    meta, read_rows = read(close_now_or_later(codec, batch, (5, 1, 9, True)))
+    assert read_rows == [(t, k, v, [tuple(h) for h in hs]) for t, k, v, hs in rows]
+    assert meta["producer"] == (5, 1, 9) and meta["transactional"] is True
+
+
 @pytest.mark.parametrize("codec", [CompressionType.LZ4, CompressionType.ZSTD, CompressionType.SNAPPY])
 def test_records_compression_cannot_shrink_go_out_uncompressed(codec: CompressionType) -> None:
     rows = [(TS, None, os.urandom(50), [])]

@@ -308,8 +308,8 @@ class RecordAccumulator:
             for topic, (sizes, ids, queues) in load.items():
                 view = (sizes, ids, queues[0])
                 if told.get(topic) != view:
-                    told[topic] = view
                     self._load_sink(topic, sizes, ids, queues[0])
+                    told[topic] = view  # once taken: a view the sink refused is told again at the next pass
         return check
 
     def drain(

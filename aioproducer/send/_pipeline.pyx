@@ -163,7 +163,8 @@ cdef class BatchPipeline:
 
     def submit(self, batch, producer_id, producer_epoch, base_sequence, transactional):
         """The batch's bytes when done at once, or None when the worker closes it (see `completed`)."""
-        if batch.closed is not None or type(batch.builder) is not BatchBuilder:
+        if batch.closed is not None or type(batch) is not ProducerBatch or type(batch.builder) is not BatchBuilder:
+            # a retry's closed batch, or a pure twin's batch or builder (the C below reads the compiled ones' fields)
             return self._close_as_pure(batch, producer_id, producer_epoch, base_sequence, transactional)
         cdef ProducerBatch producer_batch = <ProducerBatch?>batch
         cdef BatchBuilder builder = <BatchBuilder>producer_batch.builder
