@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from tests.twins import TWINS, use_twin
 TP = ("t", 0)
 
 
-def make(batch_size: int = 1000, linger_ms: int = 5, buffer_memory: int = 10_000) -> RecordAccumulator:
+def make(batch_size: int = 1000, linger_ms: int = 5, buffer_memory: int = 10_000, **extra: Any) -> RecordAccumulator:
     return RecordAccumulator(
         batch_size=batch_size,
         linger_ms=linger_ms,
@@ -24,6 +25,7 @@ def make(batch_size: int = 1000, linger_ms: int = 5, buffer_memory: int = 10_000
         compression=CompressionType.NONE,
         compression_level=None,
         new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], None),
+        **extra,
     )
 
 
@@ -294,13 +296,9 @@ def test_ready_reports_each_topic_s_load_for_adaptive_partitioning() -> None:
     known, in batch_size units; a partition with batches waiting for an unavailable node is left out, one with an
     empty queue never is."""
     reports: list[tuple[str, list[int], list[int], int]] = []
-    acc = RecordAccumulator(
+    acc = make(
         batch_size=100,
-        linger_ms=5,
         buffer_memory=1 << 20,
-        compression=CompressionType.NONE,
-        compression_level=None,
-        new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], None),
         batch_max_size=1000,
         load_sink=lambda topic, sizes, ids, queues: reports.append((topic, sizes, ids, queues)),
     )
@@ -335,15 +333,7 @@ def test_a_load_view_the_sink_refused_is_told_again() -> None:
         if len(told) == 1:
             raise RuntimeError("refused once")
 
-    acc = RecordAccumulator(
-        batch_size=100,
-        linger_ms=5,
-        buffer_memory=1 << 20,
-        compression=CompressionType.NONE,
-        compression_level=None,
-        new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], None),
-        load_sink=sink,
-    )
+    acc = make(batch_size=100, buffer_memory=1 << 20, load_sink=sink)
     acc.append(("t", 0), 1_000, None, b"v" * 99, (), 120, lambda: 0)
     acc.append(("t", 1), 1_000, None, b"v", (), 20, lambda: 0)
     with pytest.raises(RuntimeError):
