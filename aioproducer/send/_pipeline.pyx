@@ -166,7 +166,7 @@ cdef class BatchPipeline:
         if batch.closed is not None or type(batch) is not ProducerBatch or type(batch.builder) is not BatchBuilder:
             # a retry's closed batch, or a pure twin's batch or builder (the C below reads the compiled ones' fields)
             return self._close_as_pure(batch, producer_id, producer_epoch, base_sequence, transactional)
-        cdef ProducerBatch producer_batch = <ProducerBatch?>batch
+        cdef ProducerBatch producer_batch = <ProducerBatch>batch  # its type checked above
         cdef BatchBuilder builder = <BatchBuilder>producer_batch.builder
         cdef _Job entry
         if not self.off_loop:
@@ -195,7 +195,8 @@ cdef class BatchPipeline:
         return None
 
     cdef object _close_as_pure(self, batch, producer_id, producer_epoch, base_sequence, transactional):
-        """As the pure twin does it: a retry's closed batch, a pure builder, a codec with no native library here."""
+        """As the pure twin does it: a retry's closed batch, the pure twin's batch or builder, an empty builder, a codec
+        with no native library here, a stamp out of range."""
         closed = batch.close()
         return closed.encode(producer_id=producer_id, producer_epoch=producer_epoch,
                              base_sequence=base_sequence, transactional=transactional)
