@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from aioproducer.deliveries import bulk as bulk_module
 from aioproducer.deliveries import delivery as delivery_module
-from aioproducer.deliveries.bulk import BulkDeliveries, wait_all, when_settled
+from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries, wait_all, when_settled
 from aioproducer.deliveries.delivery import BatchOutcome, Delivery, resolve
 from aioproducer.errors import DeliveryTimeoutError, InvalidRecordError
 from aioproducer.models import ProducerRecord, RecordMetadata
@@ -332,6 +332,170 @@ def test_bulk_outcomes_and_results_of_a_range_read_it_as_a_slice_of_the_records(
         ]
 
     asyncio.run(run())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    partitions=st.lists(st.one_of(st.integers(0, 3), st.none()), max_size=12),
+    settled=st.sets(st.integers(0, 4)),
+    prebuilt=st.sets(st.integers(0, 11)),
+    start=st.integers(-3, 14),
+    stop=st.integers(-3, 14),
+)
+def test_fill_settled_builds_exactly_the_records_whose_batch_settled_and_says_where_the_first_gap_is(
+    twin: str, partitions: list[int | None], settled: set[int], prebuilt: set[int], start: int, stop: int
+) -> None:
+    """`fill_settled` may build a call's results before all its batches settled: from `start` to `stop` it must fill
+    each entry still unbuilt whose record's batch (or, once split, the half that carries it) has settled, as the
+    record itself reads, and only those, and return the first entry of that range it left unbuilt. Partition 3's
+    batch is split, its halves settled as `settled` holds 3 and 4; a None partition is a record refused at the
+    call; `prebuilt` entries hold something already."""
+
+    async def run() -> None:
+        outcomes = [outcome_now("t", partition) for partition in range(4)]
+        halves = [outcome_now("t", 3), outcome_now("t", 3)]
+        bulk = bulk_module.BulkDeliveries()  # the twin's (the fixture swapped it in)
+        items: list[Any] = []
+        for index, partition in enumerate(partitions):
+            item = InvalidRecordError("refused") if partition is None else make_delivery(outcomes[partition], index)
+            items.append(item)
+            bulk.add(item)
+        outcomes[3].forward(len(partitions) // 2, halves[0], halves[1])
+        for number in settled:
+            if number < 3:
+                outcomes[number].succeed(100 * number, -1)
+            elif number == 3:
+                halves[0].succeed(7, 9)
+            else:
+                halves[1].fail(DeliveryTimeoutError("expired"))
+        unbuilt, kept = object(), object()
+        results = [kept if position in prebuilt else unbuilt for position in range(len(items))]
+        first_gap = bulk.fill_settled(resolve, results, start, stop, unbuilt)
+        end = min(max(stop, 0), len(items))
+        expected_gap = end
+        for position, item in enumerate(items):
+            inside = max(start, 0) <= position < end
+            done = isinstance(item, BaseException) or item.done()
+            if position in prebuilt:
+                assert results[position] is kept
+            elif inside and done:
+                assert results[position] == (item if isinstance(item, BaseException) else _outcome_of(item))
+            else:
+                assert results[position] is unbuilt
+                if inside:
+                    expected_gap = min(expected_gap, position)
+        assert first_gap == expected_gap
+
+    asyncio.run(run())
+
+
+def _outcome_of(delivery: Delivery) -> Any:
+    """What a settled record's result is: its metadata or the error it failed with."""
+    return delivery.exception() or delivery.result()
+
+
+async def test_fill_settled_refuses_a_list_that_is_not_one_entry_per_record(bulk_type: type[BulkDeliveries]) -> None:
+    bulk = bulk_type()
+    bulk.add(make_delivery(outcome_now(), 0))
+    unbuilt = object()
+    for wrong in ([], [unbuilt, unbuilt]):
+        with pytest.raises(ValueError, match="one entry per record"):
+            bulk.fill_settled(resolve, wrong, 0, 1, unbuilt)
+
+
+async def test_a_calls_results_are_built_as_its_batches_settle_not_all_once_the_last_did(
+    bulk_type: type[BulkDeliveries],
+) -> None:
+    """A send_many call's results were all built once its last batch settled, with the broker idle meanwhile: the
+    results of the records whose batches settled earlier are built while the others are still out (one loop turn
+    after they settle), so only the last batch's records are left to build when it settles."""
+    early, late = outcome_now("t", 0), outcome_now("t", 1)
+    deliveries = [make_delivery(early if i % 4 else late, i, i) for i in range(40)]
+    bulk = bulk_type()
+    for delivery in deliveries:
+        bulk.add(delivery)
+    call = Deliveries(bulk)
+    waiting = asyncio.ensure_future(call._settled_future())
+    early.succeed(500, -1)
+    await asyncio.sleep(0)
+    built = call._built
+    assert built is not None and not waiting.done()
+    assert [entry is bulk_module._UNBUILT for entry in built] == [i % 4 == 0 for i in range(40)]
+    late.succeed(900, 77)
+    assert await waiting == [delivery.result() for delivery in deliveries]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    plan=st.lists(st.tuples(st.integers(0, 4), st.sampled_from(["ok", "fail", "split"])), min_size=1, max_size=60),
+    order=st.permutations(range(5)),
+    turns=st.lists(st.integers(0, 2), min_size=12, max_size=12),
+    slice_size=st.sampled_from([1, 3, 1000]),
+)
+def test_results_built_as_batches_settle_come_out_whole_and_in_order_whatever_the_order_and_timing(
+    twin: str,
+    monkeypatch: pytest.MonkeyPatch,
+    plan: list[tuple[int, str]],
+    order: list[int],
+    turns: list[int],
+    slice_size: int,
+) -> None:
+    """The results built while batches settle one by one (in any order, failed or split, the loop turning between
+    some settlings and not others, in slices as small as one record) must be the same list, in the caller's order,
+    as each record reads once all have settled."""
+    monkeypatch.setattr(bulk_module, "_RESULTS_PER_SLICE", slice_size)
+
+    async def run() -> None:
+        outcomes = [outcome_now("t", partition) for partition in range(5)]
+        fates = {partition: fate for partition, fate in plan}
+        deliveries = [make_delivery(outcomes[partition], index, index) for index, (partition, _) in enumerate(plan)]
+        waiting = asyncio.ensure_future(wait_all(deliveries))
+        await asyncio.sleep(0)
+        step = 0
+        for partition in order:
+            outcome, fate = outcomes[partition], fates.get(partition, "ok")
+            if fate == "fail":
+                outcome.fail(DeliveryTimeoutError("expired"))
+            elif fate == "split":
+                first, second = outcome_now("t", partition), outcome_now("t", partition)
+                outcome.forward(1, first, second)
+                for _ in range(turns[step % len(turns)]):
+                    await asyncio.sleep(0)
+                first.succeed(10 * partition, -1)
+                step += 1
+                for _ in range(turns[step % len(turns)]):
+                    await asyncio.sleep(0)
+                second.fail(DeliveryTimeoutError("second half"))
+            else:
+                outcome.succeed(100 * partition, -1)
+            step += 1
+            for _ in range(turns[step % len(turns)]):
+                await asyncio.sleep(0)
+        assert await waiting == [_outcome_of(delivery) for delivery in deliveries]
+
+    asyncio.run(run())
+
+
+async def test_a_wait_cancelled_while_its_settled_records_are_being_built_builds_no_more(
+    bulk_type: type[BulkDeliveries],
+) -> None:
+    """A wait cancelled just before some batches settled, the build of their results then due on the loop: that
+    build must not run (nobody will read its results, and the records' entries went at the cancel), and a new wait
+    gets every result."""
+    early, late = outcome_now("t", 0), outcome_now("t", 1)
+    deliveries = [make_delivery(early if i % 2 else late, i) for i in range(10)]
+    bulk = bulk_type()
+    for delivery in deliveries:
+        bulk.add(delivery)
+    call = Deliveries(bulk)
+    results = call._settled_future()
+    results.cancel()  # its records' entries go at the next turn of the loop...
+    early.succeed(0, -1)  # ...and the build of some is due after that
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert call._built is None and len(call._bulk) == 0
+    late.succeed(50, -1)
+    assert await wait_all(deliveries) == [delivery.result() for delivery in deliveries]
 
 
 # -- waiting batch by batch -----------------------------------------------------------------------------------------

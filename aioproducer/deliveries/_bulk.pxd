@@ -16,4 +16,5 @@ cdef class BulkDeliveries:
                         Py_ssize_t value_size) except -1
     cdef int _grow(self) except -1
     cdef Py_ssize_t _end_of(self, object stop) except -1
-    cdef list _results(self, resolve, Py_ssize_t start, Py_ssize_t end)
+    cdef Py_ssize_t _fill(self, resolve, list results, Py_ssize_t offset, Py_ssize_t start, Py_ssize_t end,
+                          bint settled_only, object unbuilt) except -1

@@ -17,3 +17,11 @@ class BulkDeliveries:
         start: int = ...,
         stop: int | None = ...,
     ) -> list[Any]: ...
+    def fill_settled(
+        self,
+        resolve: Callable[[BatchOutcome, int], tuple[BatchOutcome, int]],
+        results: list[Any],
+        start: int,
+        stop: int,
+        unbuilt: object,
+    ) -> int: ...

@@ -130,21 +130,40 @@ cdef class BulkDeliveries:
         outcome they went to must be settled); `resolve` is `aioproducer.deliveries.delivery.resolve`, used for batches that
         were split."""
         cdef Py_ssize_t end = self._end_of(stop)
-        # The new list is young and growing: every young collection that its allocations trigger would walk it
-        # again. Nothing here can form a cycle, so the collector pauses until the list is built.
+        start = max(start, 0)
+        cdef list results = [None] * max(end - start, 0)
+        # The new list is young: every young collection that its items' allocations trigger would walk it again.
+        # Nothing here can form a cycle, so the collector pauses until the list is built.
         cdef int collecting = PyGC_Disable()
         try:
-            return self._results(resolve, max(start, 0), end)
+            self._fill(resolve, results, start, start, end, False, None)
+        finally:
+            if collecting:
+                PyGC_Enable()
+        return results
+
+    def fill_settled(self, resolve, list results, Py_ssize_t start, Py_ssize_t stop, unbuilt):
+        """Twin of the original's `fill_settled`."""
+        if len(results) != self._count:
+            raise ValueError("fill_settled takes a list with one entry per record")
+        cdef Py_ssize_t end = min(max(stop, 0), self._count)
+        cdef int collecting = PyGC_Disable()
+        try:
+            return self._fill(resolve, results, 0, max(start, 0), end, True, unbuilt)
         finally:
             if collecting:
                 PyGC_Enable()
 
-    cdef list _results(self, resolve, Py_ssize_t start, Py_ssize_t end):
-        cdef list results = []
+    cdef Py_ssize_t _fill(self, resolve, list results, Py_ssize_t offset, Py_ssize_t start, Py_ssize_t end,
+                          bint settled_only, object unbuilt) except -1:
+        """Put the result of record `position` (start <= position < end) at `results[position - offset]`; with
+        `settled_only`, only where that entry is `unbuilt` and the record's batch has settled. Returns the first
+        position whose entry is left unbuilt (`end` when none)."""
         cdef int64_t* row
-        cdef Py_ssize_t position, index
+        cdef Py_ssize_t position, index, first_unbuilt = end
         cdef int64_t run = NOT_A_DELIVERY, base_offset = -1, log_append_time_ms = -1
-        cdef object outcome = None, error = None, topic = None, partition = None
+        cdef object outcome = None, error = None, topic = None, partition = None, half
+        cdef bint settled = True
         # Records of one call mostly share their timestamp (the call's) and their sizes: consecutive equal values
         # share one int object rather than each allocating its own. Fewer objects per record can also keep CPython's
         # small-object arenas from being released and mapped afresh at every call: in a process making send_many
@@ -152,31 +171,40 @@ cdef class BulkDeliveries:
         # timestamp, 0-7 with them shared (how many a process takes depends on what else it allocates).
         cdef _SharedInt timestamps = _SharedInt(), key_sizes = _SharedInt(), value_sizes = _SharedInt()
         for position in range(start, end):
+            if settled_only and results[position - offset] is not unbuilt:
+                continue
             row = self._columns + position * COLUMNS
             if row[0] == NOT_A_DELIVERY:
-                results.append(self._others[position])
+                results[position - offset] = self._others[position]
                 continue
             index = row[1]
             if row[0] != run:
                 # Records of one batch are mostly consecutive: read each outcome once per run of them.
                 run = row[0]
                 outcome = self._outcomes[run]
+                settled = outcome.first is not None or outcome.done  # a split one: each record's half says
                 error, topic, partition = outcome.error, outcome.topic, outcome.partition
                 base_offset, log_append_time_ms = outcome.base_offset, outcome.log_append_time_ms
             if outcome.first is not None:  # split: read the half that carries this record
                 half, index = resolve(outcome, index)
-                if half.error is not None:
-                    results.append(half.error)
+                if settled_only and not half.done:
+                    first_unbuilt = min(first_unbuilt, position)
+                elif half.error is not None:
+                    results[position - offset] = half.error
                 else:
-                    results.append(record_metadata(half.topic, half.partition, half.base_offset,
-                                                   half.log_append_time_ms, index, row[2], row[3], row[4]))
+                    results[position - offset] = record_metadata(
+                        half.topic, half.partition, half.base_offset, half.log_append_time_ms, index, row[2], row[3],
+                        row[4])
+            elif settled_only and not settled:
+                first_unbuilt = min(first_unbuilt, position)
             elif error is not None:
-                results.append(error)
+                results[position - offset] = error
             else:
-                results.append(metadata_of(topic, partition, offset_of(base_offset, index),
-                                           timestamps.of(timestamp_of(log_append_time_ms, row[2])),
-                                           key_sizes.of(row[3]), value_sizes.of(row[4])))
-        return results
+                results[position - offset] = metadata_of(
+                    topic, partition, offset_of(base_offset, index),
+                    timestamps.of(timestamp_of(log_append_time_ms, row[2])), key_sizes.of(row[3]),
+                    value_sizes.of(row[4]))
+        return first_unbuilt
 
 
 cdef class _SharedInt:
