@@ -3,6 +3,7 @@ the same batch bytes, hashes, partitions, errors and deliveries for the same inp
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import random
@@ -24,7 +25,8 @@ from aioproducer.append import appender
 from aioproducer.buffer import batch
 from aioproducer.buffer.accumulator import RecordAccumulator
 from aioproducer.deliveries import delivery
-from aioproducer.deliveries.delivery import BatchOutcome
+from aioproducer.deliveries.bulk import PureBulkDeliveries
+from aioproducer.deliveries.delivery import BatchOutcome, resolve
 from aioproducer.errors import AioProducerError
 from aioproducer.network.metadata import BrokerInfo, ClusterMetadata, MetadataState, PartitionInfo, TopicInfo
 from aioproducer.partitioner import PureDefaultPartitioner, pure_murmur2
@@ -392,3 +394,112 @@ def random_table(rng: random.Random) -> pa.Table:
     )
     start = rng.randint(0, count - 1)
     return table.slice(start, rng.randint(1, count - start))
+
+
+# -- a call's results, built as its batches settle ---------------------------------------------------------------
+
+compiled_bulk: Any = compiled_twin("aioproducer.deliveries._bulk")
+
+
+def _settle_plan(outcome: BatchOutcome, state: str, base: int, draw: Any, depth: int = 0) -> None:
+    """Settle `outcome` as `state` says: left pending, delivered, failed, or split into halves settled in turn."""
+    if state == "ok":
+        outcome.succeed(base, -1 if base % 3 else 55)
+    elif state == "fail":
+        outcome.fail(AioProducerError(f"failed {base}"))
+    elif state == "split":
+        first, second = BatchOutcome(outcome.topic, outcome.partition, None), BatchOutcome(outcome.topic, 0, None)
+        outcome.forward(draw(st.integers(0, 6)), first, second)
+        halves = ["pending", "ok", "fail"] + (["split"] if depth < 5 else [])
+        _settle_plan(first, draw(st.sampled_from(halves)), base + 1000, draw, depth + 1)
+        _settle_plan(second, draw(st.sampled_from(halves)), base + 2000, draw, depth + 1)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b or (type(a) is type(b) and a == b and not isinstance(a, BaseException))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(data=st.data())
+def test_the_bulk_twins_build_the_same_results_from_any_mix_of_settled_pending_split_and_refused_records(
+    data: st.DataObject,
+) -> None:
+    """`fill_settled`, `results` and `outcomes` of both twins over the same records: refused ones, wait_all's
+    placeholders (a cancelled delivery, another awaitable), batches pending, delivered, failed or split (again, a
+    half pending), entries already built, and any `start` and `stop` around the records."""
+
+    async def run() -> None:
+        outcomes = [BatchOutcome("t", p, None) for p in range(data.draw(st.integers(1, 5)))]
+        kinds = st.one_of(st.integers(0, len(outcomes) - 1), st.sampled_from(["refused", "awaitable", "cancelled"]))
+        pure, compiled = PureBulkDeliveries(), compiled_bulk.BulkDeliveries()
+        counts = [0] * len(outcomes)
+        for kind in data.draw(st.lists(kinds, max_size=25)):
+            if kind == "refused":
+                refused = AioProducerError("refused")
+                for bulk in (pure, compiled):
+                    bulk.add(refused)
+            elif kind == "awaitable":
+                future = asyncio.get_running_loop().create_future()
+                for bulk in (pure, compiled):
+                    bulk.add_waitables([future])
+            elif kind == "cancelled":
+                cancelled = delivery.new_delivery(outcomes[0], 0, 5, 1, 1)
+                cancelled.cancel()
+                for bulk in (pure, compiled):
+                    bulk.add_waitables([cancelled])
+            else:
+                item = delivery.new_delivery(outcomes[kind], counts[kind], 1000 + counts[kind], 2, 3)
+                counts[kind] += 1
+                for bulk in (pure, compiled):
+                    bulk.add(item)
+        for number, outcome in enumerate(outcomes):
+            _settle_plan(
+                outcome, data.draw(st.sampled_from(["pending", "ok", "fail", "split"])), 100 * number, data.draw
+            )
+        unbuilt, kept = object(), object()
+        prebuilt = data.draw(st.sets(st.integers(0, 25)))
+        start, stop = data.draw(st.integers(-5, 30)), data.draw(st.integers(-5, 30))
+        built_pure = [kept if position in prebuilt else unbuilt for position in range(len(pure))]
+        built_compiled = list(built_pure)
+        assert pure.fill_settled(resolve, built_pure, start, stop, unbuilt) == compiled.fill_settled(
+            resolve, built_compiled, start, stop, unbuilt
+        )
+        assert all(_same(a, b) for a, b in zip(built_pure, built_compiled, strict=True))
+        results_stop = data.draw(st.one_of(st.none(), st.integers(-30, 30)))
+        pure_results = pure.results(resolve, start, results_stop)
+        compiled_results = compiled.results(resolve, start, results_stop)
+        assert all(_same(a, b) for a, b in zip(pure_results, compiled_results, strict=True))
+        assert pure.outcomes(start, results_stop) == compiled.outcomes(start, results_stop)
+
+    asyncio.run(run())
+
+
+def test_the_compiled_fill_settled_raises_as_the_pure_twin_when_its_list_shrinks_under_it() -> None:
+    """The compiled `fill_settled` wrote its list's entries unchecked after calling `resolve`, the caller's: a
+    `resolve` that shrank the list made it write past the list's end (the process died of SIGSEGV), where the pure
+    twin raises IndexError."""
+    script = textwrap.dedent(
+        """
+        from aioproducer.accelerated import compiled_twin
+        from aioproducer.deliveries import delivery
+        from aioproducer.deliveries.delivery import BatchOutcome, resolve
+        outcome, first, second = (BatchOutcome("t", 0, None) for _ in range(3))
+        bulk = compiled_twin("aioproducer.deliveries._bulk").BulkDeliveries()
+        for index in range(4):
+            bulk.add(delivery.new_delivery(outcome, index, 1, 1, 1))
+        outcome.forward(2, first, second)
+        first.succeed(0, -1)
+        second.succeed(5, -1)
+        unbuilt = object()
+        results = [unbuilt] * 4
+        def shrinking(outcome, index):
+            results.clear()
+            return resolve(outcome, index)
+        try:
+            bulk.fill_settled(shrinking, results, 0, 4, unbuilt)
+        except IndexError:
+            print("IndexError")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "IndexError"), done.stderr[-500:]

@@ -3,6 +3,7 @@
 array, not an object per record (which the cyclic garbage collector would walk again and again while a call runs).
 The same entries, in the same order, and the same results (see the original)."""
 
+cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int64_t
 
@@ -154,6 +155,9 @@ cdef class BulkDeliveries:
             if collecting:
                 PyGC_Enable()
 
+    # Checked indexing: `resolve` is the caller's, and could shrink the list under the loop (the original raises
+    # IndexError then; unchecked, a write would land past the list's end).
+    @cython.boundscheck(True)
     cdef Py_ssize_t _fill(self, resolve, list results, Py_ssize_t offset, Py_ssize_t start, Py_ssize_t end,
                           bint settled_only, object unbuilt) except -1:
         """Put the result of record `position` (start <= position < end) at `results[position - offset]`; with
