@@ -1,7 +1,7 @@
 """Types of the compiled twin of `aioproducer.partitioner` (see that module for the behaviour)."""
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from aioproducer.partitioner import TopicPartitions
 
@@ -9,6 +9,7 @@ def murmur2(data: bytes) -> int: ...
 
 class DefaultPartitioner:
     def __init__(self, batch_size: int = ..., *, ignore_keys: bool = ..., rng: random.Random | None = ...) -> None: ...
+    def follow_batches(self, missing_bytes: Callable[[str, int], int]) -> None: ...
     def update_load_stats(
         self, topic: str, queue_sizes: Sequence[int], partition_ids: Sequence[int], queues: int
     ) -> None: ...

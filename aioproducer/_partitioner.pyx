@@ -48,8 +48,9 @@ def murmur2(data):
 
 
 cdef class _Sticky:
-    def __cinit__(self, Py_ssize_t partition):
+    def __cinit__(self, Py_ssize_t partition, Py_ssize_t switch_at):
         self.partition = partition
+        self.switch_at = switch_at
 
 
 cdef class DefaultPartitioner:
@@ -65,6 +66,11 @@ cdef class DefaultPartitioner:
         self._rng = rng if rng is not None else random.Random()
         self._sticky = {}
         self._load = {}
+        self._missing_bytes = None
+
+    def follow_batches(self, missing_bytes):
+        """Twin of the original's `follow_batches`."""
+        self._missing_bytes = missing_bytes
 
     def update_load_stats(self, topic, queue_sizes, partition_ids, queues):
         """The accumulator's view of `topic` (`aioproducer.partitioner.load_stats`), for the next switch."""
@@ -93,7 +99,7 @@ cdef class DefaultPartitioner:
 
     cdef Py_ssize_t sticky_partition(self, object topic, Py_ssize_t record_size, object partitions) except -1:
         cdef _Sticky state = self._sticky.get(topic)
-        if state is None or state.produced >= self._batch_size:
+        if state is None or (state.produced >= state.switch_at and self._switch_due(topic, state)):
             state = self._switch(topic, state, partitions)
         elif state.checked_layout is not partitions:
             if not still_usable(state.partition, partitions):
@@ -102,9 +108,21 @@ cdef class DefaultPartitioner:
         state.produced += record_size
         return state.partition
 
+    cdef bint _switch_due(self, object topic, _Sticky state) except -1:
+        """Twin of the original's `_switch_due`."""
+        cdef Py_ssize_t cap = 2 * self._batch_size
+        if self._missing_bytes is None or state.produced >= cap:
+            return True
+        cdef Py_ssize_t missing = self._missing_bytes(topic, state.partition)
+        if missing <= 0:
+            return True
+        state.switch_at = min(state.produced + missing, cap)
+        return False
+
     cdef _Sticky _switch(self, object topic, _Sticky old, object partitions):
         previous = -1 if old is None else old.partition
         choices = candidates(topic, partitions)
-        state = _Sticky(next_partition(choices, previous, self._rng, self._load.get(topic), partitions.num_partitions))
+        partition = next_partition(choices, previous, self._rng, self._load.get(topic), partitions.num_partitions)
+        state = _Sticky(partition, self._batch_size)
         self._sticky[topic] = state
         return state

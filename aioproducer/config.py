@@ -90,7 +90,7 @@ LIBRDKAFKA_EQUIVALENTS: Mapping[str, str] = {
     "ssl.key.location": "ssl_keyfile",
     "enable.ssl.certificate.verification": "ssl_context (an ssl.SSLContext of your own) to verify otherwise",
     "statistics.interval.ms": "none: read producer.metrics() when you want the numbers (Java's metric names)",
-    "sticky.partitioning.linger.ms": "none: keyless records stick to a partition for about batch_size bytes (KIP-794)",
+    "sticky.partitioning.linger.ms": "none: keyless records stick to a partition until its batch is full (KIP-794)",
     "dr_cb": "none: await the Delivery that enqueue returns, or add_done_callback on it",
     "dr_msg_cb": "none: await the Delivery that enqueue returns, or add_done_callback on it",
     "on_delivery": "none: await the Delivery that enqueue returns, or add_done_callback on it",

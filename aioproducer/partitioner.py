@@ -147,11 +147,12 @@ def choose_partition(
 
 
 class _Sticky:
-    __slots__ = ("checked_layout", "partition", "produced")
+    __slots__ = ("checked_layout", "partition", "produced", "switch_at")
 
-    def __init__(self, partition: int) -> None:
+    def __init__(self, partition: int, switch_at: int) -> None:
         self.partition = partition
         self.produced = 0
+        self.switch_at = switch_at  # the tally from which a switch is considered (see `_switch_due`)
         # The layout the partition was last checked against: layouts are immutable snapshots, so while the same
         # one is passed in, the partition stays usable and the check can be skipped.
         self.checked_layout: object = None
@@ -220,12 +221,13 @@ class DefaultPartitioner:
     """Java's BuiltInPartitioner (KIP-794).
 
     Keyed records: murmur2 over all partitions. Keyless records (or every record with `ignore_keys`): sticky,
-    staying on one partition until about `batch_size` bytes went to it, then moving to another (`next_partition`):
+    staying on one partition until about `batch_size` bytes went to it (and, when it follows the accumulator's
+    batches, `follow_batches`, until its newest batch is full), then moving to another (`next_partition`):
     weighted by the partitions' queue sizes when the accumulator reports them (`update_load_stats`, adaptive
     partitioning), else a random available partition other than the last one; with no partition available, any.
     """
 
-    __slots__ = ("_batch_size", "_hashes", "_ignore_keys", "_load", "_rng", "_sticky")
+    __slots__ = ("_batch_size", "_hashes", "_ignore_keys", "_load", "_missing_bytes", "_rng", "_sticky")
 
     def __init__(self, batch_size: int = 16384, *, ignore_keys: bool = False, rng: random.Random | None = None) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
@@ -236,6 +238,14 @@ class DefaultPartitioner:
         self._sticky: dict[str, _Sticky] = {}
         self._hashes: dict[bytes, int] = {}
         self._load: dict[str, PartitionLoadStats | None] = {}
+        self._missing_bytes: Callable[[str, int], int] | None = None
+
+    def follow_batches(self, missing_bytes: Callable[[str, int], int]) -> None:
+        """Move a sticky partition on only once its newest batch is full, as Java's RecordAccumulator lets its
+        partitioner (`enableSwitch = allBatchesFull(deque)`, KIP-794): `missing_bytes(topic, partition)` is how many
+        bytes that batch lacks to hold `batch_size` (0 when it does, is sealed, or there is none). A partitioner used
+        on its own moves on after `batch_size` bytes, whatever the batches hold."""
+        self._missing_bytes = missing_bytes
 
     def update_load_stats(
         self, topic: str, queue_sizes: Sequence[int], partition_ids: Sequence[int], queues: int
@@ -267,7 +277,7 @@ class DefaultPartitioner:
 
     def _sticky_partition(self, topic: str, record_size: int, partitions: TopicPartitions) -> int:
         state = self._sticky.get(topic)
-        if state is None or state.produced >= self._batch_size:
+        if state is None or (state.produced >= state.switch_at and self._switch_due(topic, state)):
             state = self._switch(topic, state, partitions)
         elif state.checked_layout is not partitions:
             if not still_usable(state.partition, partitions):
@@ -276,11 +286,28 @@ class DefaultPartitioner:
         state.produced += record_size
         return state.partition
 
+    def _switch_due(self, topic: str, state: _Sticky) -> bool:
+        """Whether the sticky partition, `batch_size` bytes or more into its stint, moves on now. Java's
+        BuiltInPartitioner.updatePartitionInfo moves once batch.size bytes went to it and its newest batch is full, or
+        once twice that went, whatever the batch holds: moving away from a batch not yet full leaves it waiting for
+        linger_ms (or for the partitioner's return) rather than ready at once. The tally adds each record's size as
+        the appender estimates it, an upper bound of its bytes in the batch (Java adds the bytes appended), so a
+        batch still short is looked at again once that many more bytes went to it."""
+        cap = 2 * self._batch_size
+        missing_bytes = self._missing_bytes
+        if missing_bytes is None or state.produced >= cap:
+            return True
+        missing = missing_bytes(topic, state.partition)
+        if missing <= 0:
+            return True
+        state.switch_at = min(state.produced + missing, cap)
+        return False
+
     def _switch(self, topic: str, old: _Sticky | None, partitions: TopicPartitions) -> _Sticky:
         previous = -1 if old is None else old.partition
         choices = candidates(topic, partitions)
-        state = _Sticky(next_partition(choices, previous, self._rng, self._load.get(topic), partitions.num_partitions))
-        self._sticky[topic] = state
+        partition = next_partition(choices, previous, self._rng, self._load.get(topic), partitions.num_partitions)
+        state = self._sticky[topic] = _Sticky(partition, self._batch_size)
         return state
 
 

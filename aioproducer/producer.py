@@ -112,6 +112,9 @@ class Producer(BulkMethods, TableMethods, TransactionalMethods):
             batch_max_size=cfg.effective_batch_max_size,
             load_sink=_load_sink(cfg, self._partitioner),
         )
+        if cfg.partitioner in ("default", "uniform_sticky") and isinstance(self._partitioner, DefaultPartitioner):
+            # The built-in partitioner moves a sticky partition on once its newest batch is full (KIP-794).
+            self._partitioner.follow_batches(self._accumulator.missing_bytes)
         self._memory_waiters = MemoryWaiters(self._accumulator.pool, self._wake, cfg.max_block_ms)
         self._shutdown_task: asyncio.Task[None] | None = None
         self._sender_error: BaseException | None = None  # why the sender task crashed, if it did

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -11,6 +12,9 @@ from dataclasses import dataclass, field
 import pytest
 from kafka_reference import MURMUR2_PARTITION_COUNTS, murmur2_vectors
 
+from aioproducer import Producer
+from aioproducer.buffer.accumulator import RecordAccumulator
+from aioproducer.deliveries.delivery import BatchOutcome
 from aioproducer.errors import ConfigError, InvalidRecordError, UnknownPartitionError
 from aioproducer.partitioner import (
     DefaultPartitioner,
@@ -23,6 +27,8 @@ from aioproducer.partitioner import (
     next_partition,
     partition_for_key,
 )
+from aioproducer.records.compression import CompressionType
+from aioproducer.testing import MockCluster
 
 
 @pytest.fixture(scope="module")
@@ -273,3 +279,102 @@ def test_keyless_records_go_less_to_a_partition_that_falls_behind_and_keyed_ones
     assert keyed == [partition_for_key(b"user-%d" % i, 3) for i in range(50)]
     partitioner.update_load_stats("t", [1, 1, 1], [0, 1, 2], 3)  # caught up: uniform again
     assert min(Counter(_keyless_run(partitioner, topic, 3000)).values()) > 800
+
+
+class Batches:
+    """The accumulator's side of `follow_batches`: each partition's newest batch fills at `ratio` of the size the
+    partitioner tallies (record sizes are estimates above the bytes a record takes in its batch)."""
+
+    def __init__(self, batch_size: int, ratio: float = 0.9, full: bool | None = None) -> None:
+        self.batch_size, self.ratio, self.full = batch_size, ratio, full
+        self.bytes: Counter[int] = Counter()
+        self.looks = 0
+
+    def record(self, partition: int, size: int) -> None:
+        self.bytes[partition] += int(size * self.ratio)
+
+    def missing_bytes(self, topic: str, partition: int) -> int:
+        self.looks += 1
+        if self.full is not None:
+            return 0 if self.full else 1
+        return max(self.batch_size - self.bytes[partition], 0)
+
+
+def _followed_run(kind: type[DefaultPartitioner], batches: Batches, calls: int, size: int = 100) -> list[int]:
+    partitioner = kind(batch_size=batches.batch_size, rng=random.Random(7))
+    partitioner.follow_batches(batches.missing_bytes)
+    chosen = []
+    for _ in range(calls):
+        partition = partitioner.partition("t", None, size, Topic.healthy(6))
+        batches.record(partition, size)
+        chosen.append(partition)
+        if len(chosen) > 1 and chosen[-2] != partition:
+            batches.bytes[chosen[-2]] = 0  # the batch left behind is sent: the partition starts a new one
+    return chosen
+
+
+@pytest.mark.parametrize("kind", [DefaultPartitioner, PureDefaultPartitioner])
+def test_a_sticky_partition_following_its_batches_moves_on_only_once_its_newest_batch_is_full(
+    kind: type[DefaultPartitioner],
+) -> None:
+    """The sticky partitioner moved on once its tally of record sizes reached batch_size, while the batch it left
+    held about 9 % less (the sizes are estimates above the bytes in the batch): the batch was not full, so it waited
+    for linger_ms rather than going out at once. Java moves on only once the batch is full (KIP-794's
+    `allBatchesFull`): 12 records of 90 bytes fill 1000, where 10 would reach the tally."""
+    batches = Batches(1000)
+    runs = _runs(_followed_run(kind, batches, 120))
+    assert [length for _, length in runs[:-1]] == [12] * (len(runs) - 1)
+    assert batches.looks <= 3 * len(runs)  # the batch is looked at a few times per stint, not at every record
+
+
+@pytest.mark.parametrize("kind", [DefaultPartitioner, PureDefaultPartitioner])
+def test_a_sticky_partition_moves_on_at_twice_batch_size_whatever_its_batch_holds(
+    kind: type[DefaultPartitioner],
+) -> None:
+    """Java's cap (BuiltInPartitioner.updatePartitionInfo): a batch that never fills (keyed records started a new
+    one meanwhile, say) holds the partition for at most twice batch_size bytes."""
+    runs = _runs(_followed_run(kind, Batches(1000, full=False), 100))
+    assert [length for _, length in runs[:-1]] == [20] * (len(runs) - 1)
+
+
+@pytest.mark.parametrize("kind", [DefaultPartitioner, PureDefaultPartitioner])
+def test_a_sticky_partition_whose_batch_is_full_moves_on_at_batch_size(kind: type[DefaultPartitioner]) -> None:
+    runs = _runs(_followed_run(kind, Batches(1000, full=True), 100))
+    assert [length for _, length in runs[:-1]] == [10] * (len(runs) - 1)
+
+
+async def test_a_keyless_batch_the_sticky_partitioner_moved_away_from_goes_out_at_once_not_after_linger_ms(
+    mock_cluster: MockCluster,
+) -> None:
+    """The producer's sticky partitioner moved on once its tally of record-size estimates reached batch_size, while
+    the batch it left held about 9 % less than batch_size: not full, that batch waited for linger_ms (here 30 s)
+    unless the partitioner came back to it. It now moves on only once the batch is full, which is then sent at
+    once (Java's `allBatchesFull`, KIP-794)."""
+    mock_cluster.create_topic("t", 6)
+    async with Producer(
+        mock_cluster.bootstrap_servers, linger_ms=30_000, batch_size=16_384, delivery_timeout_ms=60_000
+    ) as producer:
+        deliveries = [await producer.enqueue("t", bytes(100)) for _ in range(400)]
+        await asyncio.wait_for(deliveries[0], 10)
+        await producer.flush()
+
+
+async def test_the_accumulator_says_how_many_bytes_a_partitions_newest_batch_lacks() -> None:
+    accumulator = RecordAccumulator(
+        batch_size=1000,
+        linger_ms=5,
+        buffer_memory=100_000,
+        compression=CompressionType.NONE,
+        compression_level=None,
+        new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], asyncio.get_running_loop()),
+        batch_max_size=10_000,
+    )
+    assert accumulator.missing_bytes("t", 0) == 0  # no batch: nothing to wait for
+    batch, _, _ = accumulator.append(("t", 0), 0, None, bytes(100), (), 200, lambda: 0)
+    assert 0 < accumulator.missing_bytes("t", 0) == 1000 - batch.builder.estimated_size
+    for _ in range(9):  # past batch_size: full, and still taking records (it may grow to batch_max_size)
+        assert accumulator.append(("t", 0), 0, None, bytes(100), (), 200, lambda: 0)[0] is batch
+    assert batch.full and accumulator.missing_bytes("t", 0) == 0
+    other, _, _ = accumulator.append(("t", 1), 0, None, bytes(100), (), 200, lambda: 0)
+    other.sealed = True  # drained: it takes no more records
+    assert accumulator.missing_bytes("t", 1) == 0

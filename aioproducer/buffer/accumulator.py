@@ -145,6 +145,19 @@ class RecordAccumulator:
         self._muted.discard(tp)
 
     # -- what others may read ---------------------------------------------------------------------------------------
+    def missing_bytes(self, topic: str, partition: int) -> int:
+        """How many bytes the partition's newest batch lacks to hold batch_size: 0 when it does, when it is sealed,
+        or when the partition has none (Java's RecordAccumulator.allBatchesFull, which the sticky partitioner waits
+        for before it moves on: `DefaultPartitioner.follow_batches`)."""
+        queue = self.queues.get((topic, partition))
+        if not queue:
+            return 0
+        newest = queue[-1]
+        builder = newest.builder
+        if newest.full or newest.sealed or builder is None:
+            return 0
+        return max(self.batch_size - builder.estimated_size, 0)
+
     def has_incomplete(self) -> bool:
         """Whether any batch is not done yet (queued, being retried, or on the wire)."""
         return bool(self._incomplete)
