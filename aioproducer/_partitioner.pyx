@@ -6,6 +6,8 @@ module's functions, called here; only the hashing and the per-record bookkeeping
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_CheckExact
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.stdint cimport int32_t, uint32_t
 
 from aioproducer.errors import ConfigError, UnknownPartitionError
@@ -110,13 +112,19 @@ cdef class DefaultPartitioner:
 
     cdef bint _switch_due(self, object topic, _Sticky state) except -1:
         """Twin of the original's `_switch_due`."""
-        cdef Py_ssize_t cap = 2 * self._batch_size
+        # Twice batch_size, kept within Py_ssize_t (the original's ints have no bound; batch sizes beyond 2**62 are
+        # not a setting anyone reaches, but the sum must not wrap).
+        cdef Py_ssize_t cap = 2 * self._batch_size if self._batch_size <= PY_SSIZE_T_MAX // 2 else PY_SSIZE_T_MAX
         if self._missing_bytes is None or state.produced >= cap:
             return True
-        cdef Py_ssize_t missing = self._missing_bytes(topic, state.partition)
+        missing = self._missing_bytes(topic, state.partition)
+        if not PyLong_CheckExact(missing):
+            raise TypeError(f"missing_bytes must return an int, got {type(missing).__name__}")
         if missing <= 0:
             return True
-        state.switch_at = min(state.produced + missing, cap)
+        # Compared as Python ints: an answer beyond Py_ssize_t is capped as the original caps it.
+        cdef Py_ssize_t room = cap - state.produced
+        state.switch_at = state.produced + (room if missing >= room else <Py_ssize_t>missing)
         return False
 
     cdef _Sticky _switch(self, object topic, _Sticky old, object partitions):

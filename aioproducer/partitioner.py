@@ -298,9 +298,11 @@ class DefaultPartitioner:
         if missing_bytes is None or state.produced >= cap:
             return True
         missing = missing_bytes(topic, state.partition)
+        if type(missing) is not int:
+            raise TypeError(f"missing_bytes must return an int, got {type(missing).__name__}")
         if missing <= 0:
             return True
-        state.switch_at = min(state.produced + missing, cap)
+        state.switch_at = min(state.produced + min(missing, cap), cap)
         return False
 
     def _switch(self, topic: str, old: _Sticky | None, partitions: TopicPartitions) -> _Sticky:

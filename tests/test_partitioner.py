@@ -8,6 +8,7 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from kafka_reference import MURMUR2_PARTITION_COUNTS, murmur2_vectors
@@ -378,3 +379,59 @@ async def test_the_accumulator_says_how_many_bytes_a_partitions_newest_batch_lac
     other, _, _ = accumulator.append(("t", 1), 0, None, bytes(100), (), 200, lambda: 0)
     other.sealed = True  # drained: it takes no more records
     assert accumulator.missing_bytes("t", 1) == 0
+
+
+def _picks(kind: type[DefaultPartitioner], missing_bytes: Any, records: int = 60) -> list[int | str]:
+    """Each keyless record's partition, or the name of the error it raised."""
+    partitioner = kind(batch_size=1000, rng=random.Random(3))
+    partitioner.follow_batches(missing_bytes)
+    picks: list[int | str] = []
+    for _ in range(records):
+        try:
+            picks.append(partitioner.partition("t", None, 100, Topic.healthy(6)))
+        except Exception as exc:
+            picks.append(type(exc).__name__)
+    return picks
+
+
+@pytest.mark.parametrize("answer", [0.5, 300.0, True, None, "7", 2**70, -(2**70), 2**63 - 1, 10**4])
+def test_the_twins_take_any_answer_from_missing_bytes_alike(answer: Any) -> None:
+    """The compiled twin read `missing_bytes`' answer into a C integer (a float or bool became a TypeError, an int
+    beyond 64 bits an OverflowError, where the original compared them as they came), and added it to its tally
+    unchecked (an answer near sys.maxsize wrapped around): both now take only an int, capped at twice batch_size."""
+    assert _picks(PureDefaultPartitioner, lambda topic, partition: answer) == _picks(
+        DefaultPartitioner, lambda topic, partition: answer
+    )
+
+
+def test_the_twins_pick_alike_after_a_missing_bytes_answer_near_sys_maxsize() -> None:
+    def answers() -> Any:
+        seen: list[int] = []
+
+        def missing_bytes(topic: str, partition: int) -> int:
+            seen.append(partition)
+            return 2**63 - 1 if len(seen) == 1 else 0
+
+        return missing_bytes
+
+    assert _picks(PureDefaultPartitioner, answers()) == _picks(DefaultPartitioner, answers())
+
+
+async def test_where_batches_cannot_grow_the_partitioner_does_not_wait_for_them_to_fill() -> None:
+    """A batch that cannot grow past batch_size (acks=0, batch_max_size = batch_size, a topic whose batches were
+    split) is sealed before it quite holds batch_size, and the next one is the newest: waiting for that one held a
+    keyless stream on its partition for twice batch_size bytes, leaving a part-filled batch all the same."""
+    for batch_max_size, fixed in ((1000, False), (10_000, True)):
+        accumulator = RecordAccumulator(
+            batch_size=1000,
+            linger_ms=5,
+            buffer_memory=100_000,
+            compression=CompressionType.NONE,
+            compression_level=None,
+            new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], asyncio.get_running_loop()),
+            batch_max_size=batch_max_size,
+        )
+        if fixed:
+            accumulator.fixed_size_topics.add("t")
+        accumulator.append(("t", 0), 0, None, bytes(100), (), 200, lambda: 0)
+        assert accumulator.missing_bytes("t", 0) == 0

@@ -145,12 +145,21 @@ class RecordAccumulator:
         self._muted.discard(tp)
 
     # -- what others may read ---------------------------------------------------------------------------------------
+    def _size_limit_for(self, topic: str) -> int:
+        """How large a new batch of `topic` may grow while it waits."""
+        if topic in self.fixed_size_topics:
+            return self.batch_size
+        return max(self.batch_size, min(self.batch_max_size, self._growth_limit))
+
     def missing_bytes(self, topic: str, partition: int) -> int:
         """How many bytes the partition's newest batch lacks to hold batch_size: 0 when it does, when it is sealed,
         or when the partition has none (Java's RecordAccumulator.allBatchesFull, which the sticky partitioner waits
-        for before it moves on: `DefaultPartitioner.follow_batches`)."""
+        for before it moves on: `DefaultPartitioner.follow_batches`). Also 0 where batches cannot grow past
+        batch_size (acks=0, batch_max_size=batch_size, a topic whose batches were split): there a batch is sealed
+        before it quite holds batch_size, the next one is the newest, and waiting for that one to fill would hold
+        the partition for twice batch_size bytes and leave a batch part-filled all the same (as Java does)."""
         queue = self.queues.get((topic, partition))
-        if not queue:
+        if not queue or self._size_limit_for(topic) <= self.batch_size:
             return 0
         newest = queue[-1]
         builder = newest.builder
@@ -238,12 +247,10 @@ class RecordAccumulator:
             batch = last
             builder = last.builder
         else:
-            if tp[0] in self.fixed_size_topics:
-                size_limit = self.batch_size
-            else:
-                size_limit = max(self.batch_size, min(self.batch_max_size, self._growth_limit))
             builder = BatchBuilder(
-                compression=self.compression, compression_level=self.compression_level, size_limit=size_limit
+                compression=self.compression,
+                compression_level=self.compression_level,
+                size_limit=self._size_limit_for(tp[0]),
             )
             index = builder.try_append(timestamp_ms, key, value, headers)
             if last is not None:
