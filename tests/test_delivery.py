@@ -252,6 +252,18 @@ async def test_bulk_deliveries_keep_order_errors_and_splits(bulk_type: type[Bulk
     ]
 
 
+def _bulk_of(partitions: list[int | None], outcomes: list[BatchOutcome]) -> tuple[BulkDeliveries, list[Any]]:
+    """The twin's BulkDeliveries of one record per entry of `partitions` (the fixture swapped it in): a record of
+    that partition's outcome, or a record refused at the call for None."""
+    bulk = bulk_module.BulkDeliveries()
+    items: list[Any] = []
+    for index, partition in enumerate(partitions):
+        item = InvalidRecordError("refused") if partition is None else make_delivery(outcomes[partition], index)
+        items.append(item)
+        bulk.add(item)
+    return bulk, items
+
+
 # Runs of equal values; 0 first (the compiled cache's unset value); two values alike in their low 32 bits.
 _SHARED_VALUES = st.sampled_from([0, -1, 1, 1 + 2**32, 100, 1_700_000_000_000])
 
@@ -316,12 +328,7 @@ def test_bulk_outcomes_and_results_of_a_range_read_it_as_a_slice_of_the_records(
 
     async def run() -> None:
         outcomes = [outcome_now("t", partition) for partition in range(3)]
-        bulk = bulk_module.BulkDeliveries()  # the twin's (the fixture swapped it in)
-        items: list[Any] = []
-        for index, partition in enumerate(partitions):
-            item = InvalidRecordError("refused") if partition is None else make_delivery(outcomes[partition], index)
-            items.append(item)
-            bulk.add(item)
+        bulk, items = _bulk_of(partitions, outcomes)
         for partition, outcome in enumerate(outcomes):
             outcome.succeed(100 * partition, -1)
         chosen = items[max(start, 0) : stop]
@@ -354,12 +361,7 @@ def test_fill_settled_builds_exactly_the_records_whose_batch_settled_and_says_wh
     async def run() -> None:
         outcomes = [outcome_now("t", partition) for partition in range(4)]
         halves = [outcome_now("t", 3), outcome_now("t", 3)]
-        bulk = bulk_module.BulkDeliveries()  # the twin's (the fixture swapped it in)
-        items: list[Any] = []
-        for index, partition in enumerate(partitions):
-            item = InvalidRecordError("refused") if partition is None else make_delivery(outcomes[partition], index)
-            items.append(item)
-            bulk.add(item)
+        bulk, items = _bulk_of(partitions, outcomes)
         outcomes[3].forward(len(partitions) // 2, halves[0], halves[1])
         for number in settled:
             if number < 3:

@@ -360,16 +360,21 @@ async def test_a_keyless_batch_the_sticky_partitioner_moved_away_from_goes_out_a
         await producer.flush()
 
 
-async def test_the_accumulator_says_how_many_bytes_a_partitions_newest_batch_lacks() -> None:
-    accumulator = RecordAccumulator(
+def _accumulator(batch_max_size: int) -> RecordAccumulator:
+    """An accumulator of 1000-byte batches that may grow to `batch_max_size` while they wait."""
+    return RecordAccumulator(
         batch_size=1000,
         linger_ms=5,
         buffer_memory=100_000,
         compression=CompressionType.NONE,
         compression_level=None,
         new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], asyncio.get_running_loop()),
-        batch_max_size=10_000,
+        batch_max_size=batch_max_size,
     )
+
+
+async def test_the_accumulator_says_how_many_bytes_a_partitions_newest_batch_lacks() -> None:
+    accumulator = _accumulator(batch_max_size=10_000)
     assert accumulator.missing_bytes("t", 0) == 0  # no batch: nothing to wait for
     batch, _, _ = accumulator.append(("t", 0), 0, None, bytes(100), (), 200, lambda: 0)
     assert 0 < accumulator.missing_bytes("t", 0) == 1000 - batch.builder.estimated_size
@@ -422,15 +427,7 @@ async def test_where_batches_cannot_grow_the_partitioner_does_not_wait_for_them_
     split) is sealed before it quite holds batch_size, and the next one is the newest: waiting for that one held a
     keyless stream on its partition for twice batch_size bytes, leaving a part-filled batch all the same."""
     for batch_max_size, fixed in ((1000, False), (10_000, True)):
-        accumulator = RecordAccumulator(
-            batch_size=1000,
-            linger_ms=5,
-            buffer_memory=100_000,
-            compression=CompressionType.NONE,
-            compression_level=None,
-            new_outcome=lambda tp: BatchOutcome(tp[0], tp[1], asyncio.get_running_loop()),
-            batch_max_size=batch_max_size,
-        )
+        accumulator = _accumulator(batch_max_size)
         if fixed:
             accumulator.fixed_size_topics.add("t")
         accumulator.append(("t", 0), 0, None, bytes(100), (), 200, lambda: 0)
