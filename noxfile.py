@@ -266,10 +266,10 @@ def bench(session: nox.Session) -> None:
     callback, AIOProducer), aiokafka, kafka-python, the Java producer warm and cold (compiled here: needs a JDK) and
     kafka-producer-perf-test, under each client's defaults and under matched batching, acks=all + idempotence for
     all, 3 alternating rounds; then latency, loop lag, memory and the ways of waiting; the pure-Python twins; the
-    cost of observing; asyncio's floors; and Spark's JVM sink warm and cold against aioproducer.spark. Writes
-    tests/benchmarks/results/. `-- --quick` is a smoke run of a few minutes (small counts, one round, the Spark
-    comparison alone); the full run, not yet timed with these peers, should take one and a half to two hours on
-    2 cores."""
+    cost of observing; asyncio's floors; the cost of one more batch; and Spark's JVM sink warm and cold against
+    aioproducer.spark. Writes tests/benchmarks/results/. `-- --quick` is a smoke run of a few minutes (small
+    counts, one round, the Spark comparison alone); the full run, not yet timed with these peers, should take one
+    and a half to two hours on 2 cores."""
     ensure_java_and_maven(session, jdk=True)
     ensure_native_codecs(session)
     session.install(
@@ -308,6 +308,8 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "tests.benchmarks.observe_bench", *quick)
     # What asyncio alone costs per record in the gather and done-callback idioms: results/asyncio_floor.md.
     session.run("python", "-m", "tests.benchmarks.asyncio_floor", *quick)
+    # What one more batch costs the event loop, broker-free (librdkafka's mock cluster): results/batch_cost.md.
+    session.run("python", "-m", "tests.benchmarks.batch_cost", *quick)
     # The Spark section (tests/benchmarks/spark_bench.py), with the newest Spark that both PyPI (pyspark) and Maven
     # Central (its Kafka connector) serve: Spark's JVM sink and aioproducer.spark, warm and cold, batch and
     # streaming, on a real Kafka node; what Spark alone costs; the producer cache. Writes results/spark.md.

@@ -15,6 +15,7 @@ from aioproducer.testing import TansuBroker, create_topic
 from aioproducer.testing.kafka_process import jvm_command
 from tests.benchmarks.asyncio_floor import IDIOMS as FLOOR_IDIOMS
 from tests.benchmarks.asyncio_floor import main as asyncio_floor
+from tests.benchmarks.batch_cost import main as batch_cost
 from tests.benchmarks.bench_async_clients import AioproducerClient
 from tests.benchmarks.bench_sync_clients import confluent_config
 from tests.benchmarks.broker_count import count_records
@@ -309,3 +310,15 @@ def test_the_asyncio_floor_is_measured_per_idiom(tmp_path: Path) -> None:
     assert "CPU-µs per record" in header
     assert [row.split("|")[1].strip() for row in measured] == [label for label, _ in FLOOR_IDIOMS.values()]
     assert all(float(row.split("|")[2]) > 0 for row in measured)
+
+
+def test_the_cost_of_a_batch_is_measured_from_two_batchings(tmp_path: Path) -> None:
+    batch_cost(["--records", "5000", "--rounds", "1", "--out", str(tmp_path)])
+    lines = (tmp_path / "batch_cost.md").read_text().splitlines()
+    table = [row.split("|") for row in lines if row.startswith("| ") and "---" not in row]
+    rows = {cells[1].strip(): cells[2:4] for cells in table}
+    assert set(rows) == {"batching", "fixed", "defaults"}
+    batches = {name: int(rows[name][1].strip().replace(",", "")) for name in ("fixed", "defaults")}
+    # 5,000 records of 100 B fill about 34 fixed 16 KiB batches; grown batches are fewer.
+    assert 30 <= batches["fixed"] <= 40 and batches["defaults"] < batches["fixed"], batches
+    assert any(line.startswith("Each extra batch: **") for line in lines)
