@@ -44,7 +44,8 @@ async def timed_run(bootstrap: str, topic: str, settings: dict[str, Any], record
     values = [os.urandom(100) for _ in range(1000)]
     async with Producer(bootstrap_servers=bootstrap, **settings) as producer:
         enqueue = producer.enqueue
-        for index in range(_WARM_RECORDS):  # metadata, connection, producer id, and the codec's pacing learnt
+        # Metadata, the connection, the producer id and the codec's pacing, before the clock starts.
+        for index in range(min(_WARM_RECORDS, records)):
             await enqueue(topic, values[index % 1000])
         await producer.flush()
         before = producer.metrics().producer
