@@ -2,9 +2,11 @@
 
 The same `enqueue` loop of 100 B keyless records runs alternately under two batchings: fixed batches
 (`batch_max_size` = `batch_size` = 16 KiB, about 150 records a batch) and the defaults (batches grow while they wait,
-about 1,100 records a batch). Records, bytes and requests carry the same work in both; what differs is the number of
+about 1,100 records a batch). The records and their bytes are the same in both; what differs is the number of
 batches, so the event loop's CPU difference divided by the batch difference is the cost of one batch: appending it
-(a new batch, the partitioner's switch), draining, closing and framing it, and handling its answer. The broker is
+(a new batch, the partitioner's switch), draining, closing and framing it, and handling its answer. Requests carry
+about six batches each in both batchings, so their number follows the batches' and their cost (socket calls, the
+request's frame, the answer's decoding) counts in the figure. The broker is
 librdkafka's mock cluster (its threads are in this process but not on the event loop's thread, whose CPU time alone
 is read: `time.thread_time`). The issue's goal is 10 µs per batch.
 
@@ -44,7 +46,7 @@ async def timed_run(bootstrap: str, topic: str, settings: dict[str, Any], record
     values = [os.urandom(100) for _ in range(1000)]
     async with Producer(bootstrap_servers=bootstrap, **settings) as producer:
         enqueue = producer.enqueue
-        # Metadata, the connection, the producer id and the codec's pacing, before the clock starts.
+        # Metadata, the connection and the producer id, before the clock starts.
         for index in range(min(_WARM_RECORDS, records)):
             await enqueue(topic, values[index % 1000])
         await producer.flush()
