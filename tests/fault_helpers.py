@@ -105,13 +105,6 @@ def without_resends(consumed: Sequence[ConsumedRecord]) -> tuple[list[ConsumedRe
     return kept, len(consumed) - len(kept)
 
 
-# What an idle producer may use of a core while it waits out an outage. The regressions these checks pin spun a
-# whole core. Idle, the producer wakes a few dozen times a second: 1.5-2 % of a core when the test runs alone, but up
-# to 7.7 % measured when it ran beside a busy test lane on a 2-core machine. A fifth of a core tells a spin from a
-# wait on any machine.
-IDLE_CPU_SHARE = 0.2
-
-
 @contextlib.asynccontextmanager
 async def running_producer(
     bootstrap_servers: str, close_timeout_s: float = 2.0, **settings: Any

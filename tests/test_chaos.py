@@ -5,13 +5,12 @@ for minutes; a failing seed here is reproduced there with `--first-seed N --seed
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 
 import pytest
 from chaos_campaign import DELIVERY_TIMEOUT_MS, Outcome, ProducerPlan, judge, kafka_seed, mock_seed
-from fault_helpers import IDLE_CPU_SHARE, running_producer
-from sender_probe import IDLE_PASSES_PER_SECOND, counting_sender_passes
+from fault_helpers import running_producer
+from sender_probe import IDLE_CPU_SHARE, IDLE_PASSES_PER_SECOND, idle_use
 
 from aioproducer import RecordMetadata
 from aioproducer.errors import DeliveryTimeoutError
@@ -48,14 +47,13 @@ async def test_the_producer_idles_while_every_broker_is_down(mock_cluster: MockC
             await asyncio.to_thread(mock_cluster.set_broker_down, broker)
         waiting = [await producer.enqueue("idle", b"%d" % i, key=b"k%d" % i) for i in range(200)]
         await asyncio.sleep(1.0)  # the producer notices the outage and backs off
-        with counting_sender_passes(producer) as count:
-            started_cpu, started = time.process_time(), time.monotonic()
-            await asyncio.sleep(3.0)
-            used, elapsed = time.process_time() - started_cpu, time.monotonic() - started
+        use = await idle_use(producer, 3.0)
         assert not any(f.done() for f in waiting)
-    assert used < IDLE_CPU_SHARE * elapsed, f"{used:.2f} s of CPU in {elapsed:.2f} s while every broker was down"
+    assert use.cpu_s < IDLE_CPU_SHARE * use.elapsed_s, (
+        f"{use.cpu_s:.2f} s of CPU in {use.elapsed_s:.2f} s while every broker was down"
+    )
     # The CPU bound tells a spin from a wait; polling a few hundred times a second stays under it but not under this.
-    assert count.passes < IDLE_PASSES_PER_SECOND * elapsed, f"{count.passes} sender passes in {elapsed:.2f} s"
+    assert use.passes < IDLE_PASSES_PER_SECOND * use.elapsed_s, f"{use.passes} sender passes in {use.elapsed_s:.2f} s"
 
 
 async def test_the_campaign_judge_counts_each_kind_of_damage() -> None:

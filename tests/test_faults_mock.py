@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 import pytest
 from fault_helpers import (
-    IDLE_CPU_SHARE,
     judge,
     produce_until,
     read_back_async,
@@ -23,7 +22,7 @@ from fault_helpers import (
     without_resends,
     workload,
 )
-from sender_probe import IDLE_PASSES_PER_SECOND, counting_sender_passes
+from sender_probe import IDLE_CPU_SHARE, IDLE_PASSES_PER_SECOND, idle_use
 
 from aioproducer import Producer, RecordMetadata
 from aioproducer.error_codes import ErrorCode
@@ -461,12 +460,11 @@ async def test_no_broker_reachable_with_idempotence_does_not_spin(unused_tcp_por
     returned at once and woke the sender, which asked again: 100 % of a core for as long as the outage lasted."""
     async with running_producer(f"127.0.0.1:{unused_tcp_port}", close_timeout_s=0.5, max_block_ms=500) as producer:
         assert producer.config.idempotence
-        with counting_sender_passes(producer) as count:
-            started_cpu, started = time.process_time(), time.monotonic()
-            await asyncio.sleep(2.0)
-            used, elapsed = time.process_time() - started_cpu, time.monotonic() - started
-    assert used < IDLE_CPU_SHARE * elapsed, f"{used:.2f} s of CPU in {elapsed:.2f} s with no broker reachable"
-    assert count.passes < IDLE_PASSES_PER_SECOND * elapsed, f"{count.passes} sender passes in {elapsed:.2f} s"
+        use = await idle_use(producer, 2.0)
+    assert use.cpu_s < IDLE_CPU_SHARE * use.elapsed_s, (
+        f"{use.cpu_s:.2f} s of CPU in {use.elapsed_s:.2f} s with no broker reachable"
+    )
+    assert use.passes < IDLE_PASSES_PER_SECOND * use.elapsed_s, f"{use.passes} sender passes in {use.elapsed_s:.2f} s"
 
 
 @pytest.mark.parametrize("code", [REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND])
