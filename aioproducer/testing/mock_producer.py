@@ -50,7 +50,7 @@ from aioproducer.testing.mock_transaction_api import MockTransactionControls
 from aioproducer.testing.mock_transactions import MockTransactions
 from aioproducer.transactions.api import TransactionalMethods
 from aioproducer.transactions.state import State as TransactionPhase
-from aioproducer.validation import check_topic, listed_records
+from aioproducer.validation import check_topic, read_records
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from 3.11; only type checkers read it
@@ -330,7 +330,7 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
             self._txn.check_send(transaction)
             if transaction is None:
                 transaction = self._txn.state.transactions_begun
-        given = listed_records(records)
+        given, unread = read_records(records)
         batch: Sequence[Any] = given
         refused: dict[int, AioProducerError] = {}
         if self._record_serializer is not None:
@@ -364,6 +364,8 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
                     except AioProducerError as exc:
                         bulk.add(exc)
             self._remember(given, positions, start, index, bulk)
+        if unread is not None:
+            raise unread  # as the Producer: what the iterator yielded before it raised is sent
         return Deliveries(bulk, refused)
 
     async def wait(self, deliveries: Iterable[Any]) -> list[RecordMetadata | BaseException]:

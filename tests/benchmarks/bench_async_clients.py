@@ -143,6 +143,18 @@ class AioproducerClient:
         if failed:
             raise RuntimeError(f"{failed} record(s) failed")
 
+    async def bulk_stream(self, values: Sequence[bytes], chunk: int) -> None:
+        """`send_many` over a generator of each chunk's 6-tuples: read as the call goes (a chunk of 256 at a time),
+        so the tuples are never all alive at once and never set off the cyclic collector."""
+        send_many, topic = self.producer.send_many, self.topic
+        failed = 0
+        for first in range(0, len(values), chunk):
+            failed += failures(
+                await send_many((topic, value, None, None, None, None) for value in values[first : first + chunk])
+            )
+        if failed:
+            raise RuntimeError(f"{failed} record(s) failed")
+
     async def bulk_overlap(self, values: Sequence[bytes], chunk: int) -> None:
         """The `enqueue_many` idiom: buffer chunk after chunk, awaiting a chunk's results once OVERLAP_CALLS later
         calls are outstanding, so the broker works on one chunk while the caller builds and buffers the next."""

@@ -62,6 +62,8 @@ class Idiom:
     - "callback_nowait": the "nowait" loop with a done-callback per record that checks the outcome;
     - "send_many": aioproducer's `send_many` over chunks of 10 k records, as plain 6-tuples in `ProducerRecord`'s field
       order (the caller's cheapest list);
+    - "send_many_stream": aioproducer's `send_many` over the same chunks, each given as a generator of 6-tuples (read
+      as the call goes, never a list);
     - "enqueue_many": aioproducer's `enqueue_many` over the same chunks, awaiting a call's results once two later
       calls are outstanding (the wait for one chunk overlaps the next chunks), then flush;
     - "table:pyarrow" / "table:polars": aioproducer's `send_table` over a whole table;
@@ -96,6 +98,13 @@ IDIOMS: dict[str, Idiom] = {
             "aioproducer",
             "send_many",
             "aioproducer `send_many` (10 k chunks of 6-tuples)",
+            ours=True,
+        ),
+        Idiom(
+            "aioproducer.send_many_stream",
+            "aioproducer",
+            "send_many_stream",
+            "aioproducer `send_many` (10 k chunks, each a generator of 6-tuples)",
             ours=True,
         ),
         Idiom(
@@ -212,6 +221,13 @@ ROWS: tuple[Row, ...] = (
         tuple(p for p in _PEERS if p != "java.perf_test"),
     ),
     Row("send_many_100B", "100 B keyless, `send_many`", KEYLESS_100B, "aioproducer.send_many", _PEERS),
+    Row(
+        "send_many_stream_100B",
+        "100 B keyless, `send_many` over a generator",
+        KEYLESS_100B,
+        "aioproducer.send_many_stream",
+        _PEERS,
+    ),
     Row("enqueue_many_100B", "100 B keyless, `enqueue_many`", KEYLESS_100B, "aioproducer.enqueue_many", _PEERS),
     Row(
         "callback_100B",

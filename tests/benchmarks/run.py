@@ -61,6 +61,7 @@ _MODES = {
     "callback_nowait": "callback_nowait",
     "send_many": "bulk",
     "enqueue_many": "bulk_overlap",
+    "send_many_stream": "bulk_stream",
     "warm": "loop",
     "cold": "loop",
 }

@@ -35,6 +35,7 @@ Mode = Literal[
     "nowait",
     "bulk",
     "bulk_overlap",
+    "bulk_stream",
     "rate",
     "idle",
     "lag",
