@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from tests.benchmarks.bench_sync_clients import confluent_config
@@ -155,14 +155,19 @@ class AioproducerClient:
         if failed:
             raise RuntimeError(f"{failed} record(s) failed")
 
-    async def bulk_overlap(self, values: Sequence[bytes], chunk: int) -> None:
+    async def bulk_overlap(self, values: Sequence[bytes], chunk: int, stream: bool = False) -> None:
         """The `enqueue_many` idiom: buffer chunk after chunk, awaiting a chunk's results once OVERLAP_CALLS later
-        calls are outstanding, so the broker works on one chunk while the caller builds and buffers the next."""
+        calls are outstanding, so the broker works on one chunk while the caller builds and buffers the next; with
+        `stream`, each chunk is a generator of 6-tuples rather than a list of them."""
         enqueue_many, topic = self.producer.enqueue_many, self.topic  # type: ignore[attr-defined]
         outstanding: collections.deque[Any] = collections.deque()
         failed = 0
         for first in range(0, len(values), chunk):
-            records = [(topic, value, None, None, None, None) for value in values[first : first + chunk]]
+            records: Iterable[tuple[Any, ...]] = (
+                ((topic, value, None, None, None, None) for value in values[first : first + chunk])
+                if stream
+                else [(topic, value, None, None, None, None) for value in values[first : first + chunk]]
+            )
             outstanding.append(await enqueue_many(records))
             if len(outstanding) > OVERLAP_CALLS:
                 failed += failures(await outstanding.popleft())

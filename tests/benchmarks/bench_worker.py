@@ -187,6 +187,8 @@ async def _run_async(spec: RunSpec) -> dict[str, Any]:
         await client.bulk_overlap(values, BULK_CHUNK)  # type: ignore[attr-defined]
     elif spec.mode == "bulk_stream":
         await client.bulk_stream(values, BULK_CHUNK)  # type: ignore[attr-defined]
+    elif spec.mode == "bulk_overlap_stream":
+        await client.bulk_overlap(values, BULK_CHUNK, stream=True)  # type: ignore[attr-defined]
     elif spec.mode == "rate":
         result.update(await _rate_async(client, values, spec.rate))
     elif spec.mode == "idle":

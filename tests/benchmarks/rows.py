@@ -66,6 +66,7 @@ class Idiom:
       as the call goes, never a list);
     - "enqueue_many": aioproducer's `enqueue_many` over the same chunks, awaiting a call's results once two later
       calls are outstanding (the wait for one chunk overlaps the next chunks), then flush;
+    - "enqueue_many_stream": the same, each chunk given as a generator of 6-tuples;
     - "table:pyarrow" / "table:polars": aioproducer's `send_table` over a whole table;
     - "warm" / "cold": the Java producer's send loop (a callback per record) after an untimed pass of the same size
       in the same JVM, or in a fresh JVM;
@@ -112,6 +113,14 @@ IDIOMS: dict[str, Idiom] = {
             "aioproducer",
             "enqueue_many",
             "aioproducer `enqueue_many` (10 k chunks of 6-tuples, two calls' results outstanding)",
+            ours=True,
+            needs="enqueue_many",
+        ),
+        Idiom(
+            "aioproducer.enqueue_many_stream",
+            "aioproducer",
+            "enqueue_many_stream",
+            "aioproducer `enqueue_many` (10 k chunks, each a generator of 6-tuples, two calls' results outstanding)",
             ours=True,
             needs="enqueue_many",
         ),
@@ -229,6 +238,13 @@ ROWS: tuple[Row, ...] = (
         _PEERS,
     ),
     Row("enqueue_many_100B", "100 B keyless, `enqueue_many`", KEYLESS_100B, "aioproducer.enqueue_many", _PEERS),
+    Row(
+        "enqueue_many_stream_100B",
+        "100 B keyless, `enqueue_many` over generators",
+        KEYLESS_100B,
+        "aioproducer.enqueue_many_stream",
+        _PEERS,
+    ),
     Row(
         "callback_100B",
         "100 B keyless, done-callback per record",

@@ -62,6 +62,7 @@ _MODES = {
     "send_many": "bulk",
     "enqueue_many": "bulk_overlap",
     "send_many_stream": "bulk_stream",
+    "enqueue_many_stream": "bulk_overlap_stream",
     "warm": "loop",
     "cold": "loop",
 }

@@ -36,6 +36,7 @@ Mode = Literal[
     "bulk",
     "bulk_overlap",
     "bulk_stream",
+    "bulk_overlap_stream",
     "rate",
     "idle",
     "lag",
