@@ -8,6 +8,8 @@ else reaches a caller or a record's result: a failure of aioproducer's own code 
 
 from __future__ import annotations
 
+from typing import Any
+
 from aioproducer.error_codes import DEFAULT_MESSAGES, ErrorCode
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "ProducerClosedError",
     "ProducerFencedError",
     "ProtocolError",
+    "RecordSourceError",
     "RecordTooLargeError",
     "ResponseTimeoutError",
     "TransactionAbortedError",
@@ -70,6 +73,16 @@ class InvalidTableError(InvalidRecordError):
 
 class InvalidOffsetsError(AioProducerError, ValueError):
     """Offsets or consumer-group metadata given to `send_offsets_to_transaction` cannot be used as given."""
+
+
+class RecordSourceError(AioProducerError):
+    """Reading the records given to `send_many` or `enqueue_many` raised part of the way: the error it raised is
+    `__cause__`. The records read before it were buffered and are sent (none when the call reads its records whole
+    first); `deliveries`, a `Deliveries`, holds their results, to await as `enqueue_many`'s."""
+
+    def __init__(self, message: str, deliveries: Any) -> None:
+        super().__init__(message)
+        self.deliveries = deliveries
 
 
 class RecordTooLargeError(InvalidRecordError):

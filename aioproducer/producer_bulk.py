@@ -18,16 +18,28 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aioproducer.append.appender import YIELD_AFTER_BYTES, Appender, PreparedRecord
 from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries
 from aioproducer.deliveries.delivery import Delivery
-from aioproducer.errors import AioProducerError
+from aioproducer.errors import AioProducerError, RecordSourceError
 from aioproducer.models import ProducerRecord, RecordMetadata
 from aioproducer.observability.record_hooks import CallWatch, RecordHooks
 from aioproducer.serializers import RecordSerializer
-from aioproducer.validation import iterated_records, listed_records
+from aioproducer.validation import read_records
 
-# How many records `_buffer_stream` takes from an iterator at a time. Two chunks (the one buffered and the next,
-# read before the first is let go) stay under the 700 tracked allocations that set off the cyclic collector's
-# young generation, so a generator's records never make it run (10 k tuples in a list set it off 14 times).
+# How many records `_buffer_stream` reads from an iterator at a time: a chunk stays well under the 700 tracked
+# allocations that set off the cyclic collector's young generation, so a generator's records do not make it run
+# (a list of 10 k tuples sets it off 14 times).
 STREAM_CHUNK = 256
+
+
+def records_whole(records: Iterable[Any]) -> Sequence[Any]:
+    """`records` as a sequence, read whole (a sequence as it is); InvalidRecordError for one that is not iterable,
+    RecordSourceError when reading it raised (then nothing of it is buffered)."""
+    whole, error = read_records(records)
+    if error is not None:
+        raise RecordSourceError(
+            f"reading the records raised {error!r}; none was sent", Deliveries(BulkDeliveries(), None)
+        ) from error
+    return whole
+
 
 if TYPE_CHECKING:
     from aioproducer.transactions.manager import TransactionManager
@@ -96,14 +108,19 @@ class BulkMethods:
         last records are. When the producer starts closing while the call is buffering, the records not yet buffered
         fail with ProducerClosedError.
 
-        `records` is any finite iterable. A list (any sequence) is read as it is; another iterable, a generator say,
-        is read as the call goes, 256 records at a time, so that its records never all exist at once (unless the
-        producer has record hooks or a context-aware or async serializer: those take the call's records whole
-        first). Should iterating it raise, the records taken before are still delivered and the error propagates.
+        `records` is any finite iterable. A collection (a list, a set, a dict's values) is read whole first, as it
+        could change while the call waits. An iterator (a generator, say) is read as the call goes, STREAM_CHUNK
+        records at a time, so that its records never all exist at once; unless the producer has record hooks or a
+        context-aware or async serializer, which take the call's records whole first. The results then cover the
+        records read: once buffering is refused (closing began), the call reads no further. Should reading
+        `records` raise, the call raises RecordSourceError (the error as its cause), whose `deliveries` hold the
+        results of the records read before it, which are sent (none when the call reads its records whole first).
+        A call cancelled while it reads an iterator, or interrupted by an exception that is not an `Exception`,
+        may leave up to STREAM_CHUNK - 1 records it had read neither sent nor failed.
         """
         if self._record_hooks is not None:
             return await self._record_hooks.around_send_many(
-                listed_records(records), self._enqueue_many, self._send_buffered_now
+                records_whole(records), self._enqueue_many, self._send_buffered_now
             )
         return await self._send_many(records)
 
@@ -116,10 +133,10 @@ class BulkMethods:
         idle while the caller prepares its next list. Waits (up to `max_block_ms`) only for metadata and buffer
         memory, as `enqueue` does; sending is not hurried (`linger_ms` applies; `flush` sends at once). A bad
         record fails only itself. Cancelling `enqueue_many` stops buffering further records; those already buffered
-        are still delivered. `records` is read as `send_many` reads it (a generator as the call goes).
+        are still delivered. `records` is read as `send_many` reads it (an iterator as the call goes).
         """
         if self._record_hooks is not None:
-            return await self._record_hooks.around_enqueue_many(listed_records(records), self._enqueue_many)
+            return await self._record_hooks.around_enqueue_many(records_whole(records), self._enqueue_many)
         return await self._enqueue_many(records)
 
     async def _send_many(self: BulkHost, records: Iterable[ProducerRecord]) -> list[RecordMetadata | BaseException]:
@@ -127,7 +144,7 @@ class BulkMethods:
         try:
             deliveries = await self._enqueue_many(records)
         except BaseException:
-            # Cancelled, or the caller's iterator raised: what the call buffered goes out as a finished call's would.
+            # Cancelled, or reading the records raised: what the call buffered goes out as a finished call's would.
             self._send_buffered_now()
             raise
         # Nothing more is coming from this call: its last batches go out now rather than after linger_ms.
@@ -153,14 +170,13 @@ class BulkMethods:
             if transaction is None:
                 transaction = self._txn.state.transactions_begun
         bulk = BulkDeliveries()
+        if appender is None and watch is None and self._record_serializer is None and isinstance(records, Iterator):
+            # Read as the call goes, never whole: nothing here needs the call's records whole.
+            await self._buffer_stream(records, self._appender, bulk, transaction)
+            return Deliveries(bulk, None)
+        batch: Sequence[Any] = records_whole(records)
         refused = None
         try:
-            # A generator, say, is read as the call goes, never whole (when nothing needs the call's records whole).
-            streamed = appender is None and watch is None and self._record_serializer is None
-            if streamed and not isinstance(records, Sequence):
-                await self._buffer_stream(iterated_records(records), self._appender, bulk, transaction)
-                return Deliveries(bulk, None)
-            batch: Sequence[Any] = listed_records(records)
             if appender is None:
                 appender = self._appender
                 if self._record_serializer is not None:
@@ -183,23 +199,25 @@ class BulkMethods:
     async def _buffer_stream(
         self: BulkHost, records: Iterator[Any], appender: Appender, bulk: BulkDeliveries, transaction: int | None
     ) -> None:
-        """Buffer the records an iterator yields, STREAM_CHUNK at a time, so that they never all exist at once;
-        should it raise, what it yielded before is buffered and the error propagates. Once buffering is refused
-        (closing began), each record still to come gets the refusal, one chunk per turn of the event loop: one
-        result per record holds, and an endless iterator does not stall the loop."""
+        """Buffer the records an iterator yields, STREAM_CHUNK at a time, so that they never all exist at once.
+        Should it raise, what it yielded before is buffered, then RecordSourceError holds their deliveries. Once
+        buffering is refused (closing began, or the call's transaction ended), the iterator is read no further: the
+        rest of the chunk read holds the refusal (an endless iterator would otherwise be read, and refused, forever).
+        """
         while True:
             chunk: list[Any] = []
             try:
-                # extend, not list(): should the iterator raise, the chunk keeps what it took before
-                chunk.extend(itertools.islice(records, STREAM_CHUNK))
-            except BaseException:
-                await self._buffer_many(chunk, appender, bulk, None, transaction)  # every record taken is buffered
-                raise
-            if not chunk:
-                return
-            await self._buffer_many(chunk, appender, bulk, None, transaction)
-            if self._refusal(transaction) is not None:
-                await asyncio.sleep(0)
+                chunk.extend(itertools.islice(records, STREAM_CHUNK))  # extend keeps what it read should it raise
+            except Exception as exc:
+                await self._buffer_many(chunk, appender, bulk, None, transaction)
+                raise RecordSourceError(
+                    f"reading the records raised {exc!r}; the {len(bulk)} read before it are sent (its deliveries)",
+                    Deliveries(bulk, None),
+                ) from exc
+            if chunk:
+                await self._buffer_many(chunk, appender, bulk, None, transaction)
+            if len(chunk) < STREAM_CHUNK or self._refusal(transaction) is not None:
+                return  # the iterator ended (it is not asked again), or nothing more may be buffered
 
     async def _buffer_many(
         self: BulkHost,

@@ -7,7 +7,7 @@ the rules: the compiled appender may accept the common case inline, and calls th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from aioproducer.errors import InvalidRecordError, UnknownPartitionError
@@ -21,8 +21,8 @@ __all__ = [
     "check_timestamp",
     "check_topic",
     "header_pairs",
-    "listed_records",
     "not_a_record",
+    "read_records",
     "record_size",
 ]
 
@@ -127,30 +127,21 @@ def not_a_record(record: object) -> InvalidRecordError:
     )
 
 
-def iterated_records(records: Iterable[Any]) -> Iterator[Any]:
-    """An iterator over a `send_many` or `enqueue_many` argument; InvalidRecordError for one that is not iterable."""
+def read_records(records: Iterable[Any]) -> tuple[Sequence[Any], Exception | None]:
+    """A `send_many` or `enqueue_many` argument read whole: a sequence as it is, anything else into a list. Should
+    reading it raise, what it yielded before and the error (the caller decides what is sent of it);
+    InvalidRecordError for an argument that is not iterable."""
+    if isinstance(records, Sequence):
+        return records, None
     try:
-        return iter(records)
+        iterator = iter(records)
     except TypeError:
         raise InvalidRecordError(
             f"send_many and enqueue_many take an iterable of ProducerRecords, got {type(records).__name__}"
         ) from None
-
-
-def read_records(records: Iterable[Any]) -> tuple[Sequence[Any], BaseException | None]:
-    """`listed_records`, and for an iterator that raises, what it yielded before and the error it raised (the
-    producer buffers those records, then raises it: `Producer.send_many`)."""
-    if isinstance(records, Sequence):
-        return records, None
-    iterator = iterated_records(records)
     taken: list[Any] = []
     try:
-        taken.extend(iterator)  # extend keeps what it took should the iterator raise
+        taken.extend(iterator)  # extend keeps what it read should the iterator raise
     except Exception as exc:
         return taken, exc
     return taken, None
-
-
-def listed_records(records: Iterable[Any]) -> Sequence[Any]:
-    """A `send_many` or `enqueue_many` argument as a sequence; InvalidRecordError for one that is not iterable."""
-    return records if isinstance(records, Sequence) else list(iterated_records(records))

@@ -1,10 +1,11 @@
-"""`send_many` and `enqueue_many` over an iterator that is not a sequence (a generator): its records are read as the
-call goes, a chunk at a time, never all at once; one result per record, in order, holds as for a list."""
+"""`send_many` and `enqueue_many` over an iterator (a generator): its records are read as the call goes, a chunk at a
+time, never all at once; one result per record read, in order, as for a list. Collections are read whole first."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from aioproducer import Producer, RecordMetadata
-from aioproducer.errors import AioProducerError, ProducerClosedError
+from aioproducer.errors import InvalidRecordError, ProducerClosedError, RecordSourceError
 from aioproducer.producer_bulk import STREAM_CHUNK
 from aioproducer.testing import ConsumedRecord, MockCluster, MockProducer, read_back
 
@@ -61,21 +62,92 @@ async def test_a_generators_records_are_buffered_while_it_is_still_being_read(
 
 
 @pytest.mark.parametrize("call", ["send_many", "enqueue_many"])
-async def test_records_a_generator_yielded_before_it_raised_are_delivered(mock_cluster: MockCluster, call: str) -> None:
-    """A generator that raised part of the way through a chunk lost the records of that chunk it had yielded: they
-    were taken from it, never buffered and never answered."""
+async def test_records_a_generator_yielded_before_it_raised_are_delivered_and_their_results_kept(
+    mock_cluster: MockCluster, call: str
+) -> None:
+    """A generator that raised part of the way through a chunk lost the records of that chunk it had yielded (read,
+    never buffered, never answered), and the error it raised left the caller no way to learn the outcome of the
+    records sent before."""
     yielded = 2 * STREAM_CHUNK + 88
 
     def failing() -> Iterator[tuple[Any, ...]]:
-        yield from records("t", yielded)
+        yield from records("t", yielded - 1)
+        yield ("t", "not bytes", None, None, None, None)  # a bad record among them fails alone, in its place
         raise ValueError("the caller's data ran dry")
 
     mock_cluster.create_topic("t", 1)
     async with Producer(mock_cluster.bootstrap_servers, **FAST) as producer:
-        with pytest.raises(ValueError, match="ran dry"):
+        with pytest.raises(RecordSourceError, match="ran dry") as raised:
             await getattr(producer, call)(failing())
-        await producer.flush()
-    assert [r.value for r in read_back(mock_cluster.bootstrap_servers, "t")] == [b"%06d" % n for n in range(yielded)]
+        results = await raised.value.deliveries
+    assert isinstance(raised.value.__cause__, ValueError)
+    assert [r.offset for r in results[:-1]] == list(range(yielded - 1))  # type: ignore[union-attr]
+    assert isinstance(results[-1], InvalidRecordError)
+    sent = [r.value for r in read_back(mock_cluster.bootstrap_servers, "t")]
+    assert sent == [b"%06d" % n for n in range(yielded - 1)]
+
+
+async def test_records_read_whole_first_are_none_of_them_sent_when_reading_raises(mock_cluster: MockCluster) -> None:
+    class Hook:
+        def on_record_acknowledged(self, record: Any, metadata: Any, error: Any) -> None:
+            pass
+
+    def failing() -> Iterator[tuple[Any, ...]]:
+        yield from records("t", 10)
+        raise ValueError("the caller's data ran dry")
+
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, hooks=[Hook()], **FAST) as producer:  # reads whole first
+        with pytest.raises(RecordSourceError, match="none was sent") as raised:
+            await producer.send_many(failing())
+        assert await raised.value.deliveries == []
+        await producer.send("t", b"after")
+    assert [r.value for r in read_back(mock_cluster.bootstrap_servers, "t")] == [b"after"]
+
+
+async def test_a_collection_is_read_whole_first_so_changing_it_meanwhile_breaks_nothing(
+    mock_cluster: MockCluster,
+) -> None:
+    """A dict's values were read across the call's waits: another task adding to the dict meanwhile made the call
+    raise RuntimeError (dictionary changed size during iteration) with a quarter of the records sent."""
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, **FAST) as producer:
+        outbox = {n: ("t", b"%04d" % n, None, None, None, None) for n in range(1000)}
+
+        async def add_to_the_outbox() -> None:
+            await asyncio.sleep(0)
+            outbox[-1] = ("t", b"late", None, None, None, None)
+
+        adding = asyncio.ensure_future(add_to_the_outbox())
+        results = await producer.send_many(outbox.values())  # its first record waits for the topic's metadata
+        await adding
+    assert len(results) == 1000 and all(isinstance(r, RecordMetadata) for r in results)
+
+
+async def test_an_iterator_is_not_asked_again_once_it_said_it_had_ended(mock_cluster: MockCluster) -> None:
+    """After a short chunk the call asked the iterator again: one that refills (a queue drained by each pass) gave
+    records after it had ended, which list() and the mock never read."""
+
+    class Drainer:
+        def __init__(self) -> None:
+            self.pending = [b"a0", b"a1", b"a2"]
+            self.asked_after_the_end = 0
+
+        def __iter__(self) -> Drainer:
+            return self
+
+        def __next__(self) -> tuple[Any, ...]:
+            if self.pending:
+                return ("t", self.pending.pop(0), None, None, None, None)
+            self.asked_after_the_end += 1
+            self.pending = [b"b0", b"b1"]  # refilled meanwhile
+            raise StopIteration
+
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, **FAST) as producer:
+        drainer = Drainer()
+        results = await producer.send_many(drainer)
+    assert len(results) == 3 and drainer.asked_after_the_end == 1
 
 
 async def test_the_mock_keeps_what_a_raising_generator_yielded_as_the_producer_sends_it() -> None:
@@ -87,35 +159,41 @@ async def test_the_mock_keeps_what_a_raising_generator_yielded_as_the_producer_s
         raise ValueError("the caller's data ran dry")
 
     async with MockProducer() as mock:
-        with pytest.raises(ValueError, match="ran dry"):
+        with pytest.raises(RecordSourceError, match="ran dry") as raised:
             await mock.send_many(failing())
         assert [record.value for record in mock.history()] == [b"000000", b"000001", b"000002"]
+        assert [r.offset for r in await raised.value.deliveries] == [0, 1, 2]  # type: ignore[union-attr]
 
 
-async def test_closing_during_a_streamed_call_fails_each_record_still_to_come_in_its_place(
+async def test_closing_during_a_streamed_call_ends_it_and_reads_the_iterator_no_further(
     mock_cluster: MockCluster,
 ) -> None:
+    """Once closing began, a call reading an endless iterator kept reading it, giving each record the refusal: the
+    call never ended and its results grew without bound."""
     mock_cluster.create_topic("t", 1)
-    count = 8 * STREAM_CHUNK
     producer = Producer(mock_cluster.bootstrap_servers, **FAST)
     await producer.start()
     await producer.send("t", b"warm-up")
     closing: list[asyncio.Task[None]] = []
+    read = 0
 
-    def closes_half_way() -> Iterator[tuple[Any, ...]]:
-        for n in range(count):
-            if n == count // 2:
+    def endless() -> Iterator[tuple[Any, ...]]:
+        nonlocal read
+        for n in itertools.count():
+            read += 1
+            if n == 4 * STREAM_CHUNK:
                 closing.append(asyncio.ensure_future(producer.close(timeout=5)))  # begins at the call's next yield
             yield ("t", b"%06d" % n + bytes(1000), None, None, None, None)  # the call yields at least every 256 KiB
 
-    results = await asyncio.wait_for(producer.send_many(closes_half_way()), 10)
+    results = await asyncio.wait_for(producer.send_many(endless()), 10)
     await asyncio.wait_for(closing[0], 10)
-    kinds = Counter(type(r) for r in results)
-    assert len(results) == count and set(kinds) <= {RecordMetadata, ProducerClosedError}, kinds
+    assert len(results) == read, "a record read has no result, or a result no record"
+    # It stops within the chunk read when closing began or the next one (the call yields every 254 such records).
+    assert read <= 6 * STREAM_CHUNK, read
     assert isinstance(results[-1], ProducerClosedError)
-    assert all(isinstance(r, (RecordMetadata, AioProducerError)) for r in results)
     delivered = [r.offset for r in results if isinstance(r, RecordMetadata)]
-    assert delivered == list(range(1, len(delivered) + 1)) and len(delivered) >= count // 2
+    assert delivered == list(range(1, len(delivered) + 1)) and len(delivered) >= 4 * STREAM_CHUNK
+    assert all(isinstance(r, ProducerClosedError) for r in results[len(delivered) :])
 
 
 async def test_a_generators_records_do_not_set_off_the_cyclic_collector(mock_cluster: MockCluster) -> None:

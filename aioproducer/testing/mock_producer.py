@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -34,6 +34,7 @@ from aioproducer.errors import (
     KafkaTimeoutError,
     MetadataTimeoutError,
     ProducerClosedError,
+    RecordSourceError,
     TransactionStateError,
     WouldBlockError,
 )
@@ -331,6 +332,11 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
             if transaction is None:
                 transaction = self._txn.state.transactions_begun
         given, unread = read_records(records)
+        if unread is not None and (self._record_serializer is not None or not isinstance(records, Iterator)):
+            # As the Producer: records read whole first (a collection, or for a serializer) are not sent in part.
+            raise RecordSourceError(
+                f"reading the records raised {unread!r}; none was sent", Deliveries(BulkDeliveries(), None)
+            ) from unread
         batch: Sequence[Any] = given
         refused: dict[int, AioProducerError] = {}
         if self._record_serializer is not None:
@@ -364,9 +370,12 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
                     except AioProducerError as exc:
                         bulk.add(exc)
             self._remember(given, positions, start, index, bulk)
-        if unread is not None:
-            raise unread  # as the Producer: what the iterator yielded before it raised is sent
-        return Deliveries(bulk, refused)
+        deliveries = Deliveries(bulk, refused)
+        if unread is not None:  # as the Producer: what the iterator yielded before it raised is sent
+            raise RecordSourceError(
+                f"reading the records raised {unread!r}; the {len(bulk)} read before it are sent", deliveries
+            ) from unread
+        return deliveries
 
     async def wait(self, deliveries: Iterable[Any]) -> list[RecordMetadata | BaseException]:
         """Wait for many records' deliveries, as `Producer.wait`: one result per item, in order, its RecordMetadata
