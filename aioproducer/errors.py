@@ -77,8 +77,9 @@ class InvalidOffsetsError(AioProducerError, ValueError):
 
 class RecordSourceError(AioProducerError):
     """Reading the records given to `send_many` or `enqueue_many` raised part of the way: the error it raised is
-    `__cause__`. The records read before it were buffered and are sent (none when the call reads its records whole
-    first); `deliveries`, a `Deliveries`, holds their results, to await as `enqueue_many`'s."""
+    `__cause__`. The records read before it were buffered or refused, as any call's (none is buffered when the
+    call reads its records whole first); `deliveries`, a `Deliveries`, holds each one's result, to await as
+    `enqueue_many`'s."""
 
     def __init__(self, message: str, deliveries: Any) -> None:
         super().__init__(message)

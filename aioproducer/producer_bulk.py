@@ -31,8 +31,8 @@ STREAM_CHUNK = 256
 
 
 def records_whole(records: Iterable[Any]) -> Sequence[Any]:
-    """`records` as a sequence, read whole (a sequence as it is); InvalidRecordError for one that is not iterable,
-    RecordSourceError when reading it raised (then nothing of it is buffered)."""
+    """`records` read whole, into a list of its own (`read_records`); InvalidRecordError for one that is not
+    iterable, RecordSourceError when reading it raised (then nothing of it is buffered)."""
     whole, error = read_records(records)
     if error is not None:
         raise RecordSourceError(
@@ -108,15 +108,16 @@ class BulkMethods:
         last records are. When the producer starts closing while the call is buffering, the records not yet buffered
         fail with ProducerClosedError.
 
-        `records` is any finite iterable. A collection (a list, a set, a dict's values) is read whole first, as it
-        could change while the call waits. An iterator (a generator, say) is read as the call goes, STREAM_CHUNK
-        records at a time, so that its records never all exist at once; unless the producer has record hooks or a
+        `records` is any finite iterable. A collection (a list, a set, a dict's values) is copied first, as it could
+        change while the call waits. An iterator (a generator, say) is read as the call goes, STREAM_CHUNK records
+        at a time, so that its records never all exist at once; unless the producer has record hooks or a
         context-aware or async serializer, which take the call's records whole first. The results then cover the
-        records read: once buffering is refused (closing began), the call reads no further. Should reading
-        `records` raise, the call raises RecordSourceError (the error as its cause), whose `deliveries` hold the
-        results of the records read before it, which are sent (none when the call reads its records whole first).
-        A call cancelled while it reads an iterator, or interrupted by an exception that is not an `Exception`,
-        may leave up to STREAM_CHUNK - 1 records it had read neither sent nor failed.
+        records read: once buffering is refused (closing began, or the call's transaction ended), the call reads no
+        further. Should reading `records` raise an `Exception`, the call raises RecordSourceError (that error as
+        its cause), whose `deliveries` hold the result of each record read before it: those records were buffered
+        or refused, as any call's (none is buffered when the call reads its records whole first). A call cancelled
+        while it reads an iterator, or interrupted by an exception that is not an `Exception`, may leave up to
+        STREAM_CHUNK - 1 records it had read neither buffered nor failed.
         """
         if self._record_hooks is not None:
             return await self._record_hooks.around_send_many(
@@ -211,7 +212,8 @@ class BulkMethods:
             except Exception as exc:
                 await self._buffer_many(chunk, appender, bulk, None, transaction)
                 raise RecordSourceError(
-                    f"reading the records raised {exc!r}; the {len(bulk)} read before it are sent (its deliveries)",
+                    f"reading the records raised {exc!r}; the {len(bulk)} read before it were buffered or refused "
+                    "(their results: its deliveries)",
                     Deliveries(bulk, None),
                 ) from exc
             if chunk:

@@ -128,10 +128,11 @@ def not_a_record(record: object) -> InvalidRecordError:
 
 
 def read_records(records: Iterable[Any]) -> tuple[Sequence[Any], Exception | None]:
-    """A `send_many` or `enqueue_many` argument read whole: a sequence as it is, anything else into a list. Should
-    reading it raise, what it yielded before and the error (the caller decides what is sent of it);
-    InvalidRecordError for an argument that is not iterable."""
-    if isinstance(records, Sequence):
+    """A `send_many` or `enqueue_many` argument read whole, into a list of its own (a tuple as it is: it cannot
+    change while the call waits, where the caller's list or dict could). Should reading it raise, what it yielded
+    before and the error (the caller decides what is sent of it); InvalidRecordError for an argument that is not
+    iterable."""
+    if type(records) is tuple:
         return records, None
     try:
         iterator = iter(records)
@@ -139,6 +140,8 @@ def read_records(records: Iterable[Any]) -> tuple[Sequence[Any], Exception | Non
         raise InvalidRecordError(
             f"send_many and enqueue_many take an iterable of ProducerRecords, got {type(records).__name__}"
         ) from None
+    except Exception as exc:  # an __iter__ of the caller's that raised
+        return [], exc
     taken: list[Any] = []
     try:
         taken.extend(iterator)  # extend keeps what it read should the iterator raise

@@ -47,10 +47,10 @@ async def produce(bootstrap: str, topic: str, count: int, value_size: int, compr
         with Progress(*columns) as progress:
             task = progress.add_task("producing", total=count, rate="")
             for first in range(0, count, chunk):
-                records = [
+                records = (  # a generator: send_many reads it as it goes, never building the whole chunk
                     ProducerRecord(topic, payload, key=b"key-%d" % (i % 1000), headers=[("n", str(i).encode())])
                     for i in range(first, min(first + chunk, count))
-                ]
+                )
                 for result in await producer.send_many(records):
                     if isinstance(result, BaseException):
                         failed += 1

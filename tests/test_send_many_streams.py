@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import itertools
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -168,8 +167,9 @@ async def test_the_mock_keeps_what_a_raising_generator_yielded_as_the_producer_s
 async def test_closing_during_a_streamed_call_ends_it_and_reads_the_iterator_no_further(
     mock_cluster: MockCluster,
 ) -> None:
-    """Once closing began, a call reading an endless iterator kept reading it, giving each record the refusal: the
-    call never ended and its results grew without bound."""
+    """Once closing began, a call reading an iterator kept reading it to its end, giving each record the refusal: an
+    endless one never let the call end, and its results grew without bound (a long one here, so that the bug fails
+    the test rather than hangs it)."""
     mock_cluster.create_topic("t", 1)
     producer = Producer(mock_cluster.bootstrap_servers, **FAST)
     await producer.start()
@@ -177,20 +177,20 @@ async def test_closing_during_a_streamed_call_ends_it_and_reads_the_iterator_no_
     closing: list[asyncio.Task[None]] = []
     read = 0
 
-    def endless() -> Iterator[tuple[Any, ...]]:
+    def long() -> Iterator[tuple[Any, ...]]:
         nonlocal read
-        for n in itertools.count():
+        for n in range(50 * STREAM_CHUNK):
             read += 1
             if n == 4 * STREAM_CHUNK:
                 closing.append(asyncio.ensure_future(producer.close(timeout=5)))  # begins at the call's next yield
             yield ("t", b"%06d" % n + bytes(1000), None, None, None, None)  # the call yields at least every 256 KiB
 
-    results = await asyncio.wait_for(producer.send_many(endless()), 10)
+    results = await asyncio.wait_for(producer.send_many(long()), 30)
     await asyncio.wait_for(closing[0], 10)
     assert len(results) == read, "a record read has no result, or a result no record"
     # It stops within the chunk read when closing began or the next one (the call yields every 254 such records).
     assert read <= 6 * STREAM_CHUNK, read
-    assert isinstance(results[-1], ProducerClosedError)
+    # Each record read was delivered, or refused once closing began (none may be, when it began as a chunk ended).
     delivered = [r.offset for r in results if isinstance(r, RecordMetadata)]
     assert delivered == list(range(1, len(delivered) + 1)) and len(delivered) >= 4 * STREAM_CHUNK
     assert all(isinstance(r, ProducerClosedError) for r in results[len(delivered) :])
@@ -214,3 +214,59 @@ async def test_a_generators_records_do_not_set_off_the_cyclic_collector(mock_clu
     # Two calls of 20 k tuples held at once: at least 2 * 20_000 / 700 collections that a chunk of them never causes
     # (the pure build's own bookkeeping sets off as many in either form).
     assert collections["list"] - collections["generator"] >= 2 * count // 700 * 3 // 4, collections
+
+
+async def test_the_mock_reads_an_iterator_no_further_once_it_closed() -> None:
+    """MockProducer read an iterator whole before it looked at its state: closing during the call did not stop it,
+    and an endless iterator hung the event loop (a long one here, so that the bug fails the test rather than hangs
+    it)."""
+    read = 0
+    mock = MockProducer()
+    await mock.start()
+    closing: list[asyncio.Task[None]] = []
+
+    def long() -> Iterator[tuple[Any, ...]]:
+        nonlocal read
+        for n in range(400 * STREAM_CHUNK):
+            read += 1
+            if n == 2 * STREAM_CHUNK:
+                closing.append(asyncio.ensure_future(mock.close()))
+            yield ("t", b"%d" % n, None, None, None, None)
+
+    results = await asyncio.wait_for(mock.send_many(long()), 30)
+    await closing[0]
+    assert len(results) == read <= 4 * STREAM_CHUNK
+    assert isinstance(results[-1], ProducerClosedError)
+
+
+async def test_a_list_changed_while_the_call_waits_is_sent_as_it_was_given(mock_cluster: MockCluster) -> None:
+    """A list was read in place across the call's waits: another task appending to it meanwhile made the call send
+    (and answer) records it was never given, and clearing it dropped records it was given."""
+    mock_cluster.create_topic("t", 1)
+    async with Producer(mock_cluster.bootstrap_servers, **FAST) as producer:
+        given = list(records("t", 1000))
+
+        async def change_the_list() -> None:
+            await asyncio.sleep(0)
+            given.clear()
+
+        changing = asyncio.ensure_future(change_the_list())
+        results = await producer.send_many(given)  # its first record waits for the topic's metadata
+        await changing
+    assert len(results) == 1000 and all(isinstance(r, RecordMetadata) for r in results)
+
+
+@pytest.mark.parametrize("producer_kind", ["producer", "mock"])
+async def test_an_iterable_whose_iter_raises_gives_record_source_error(
+    mock_cluster: MockCluster, producer_kind: str
+) -> None:
+    class Unopenable:
+        def __iter__(self) -> Iterator[Any]:
+            raise OSError("cannot open the source")
+
+    mock_cluster.create_topic("t", 1)
+    producer: Any = Producer(mock_cluster.bootstrap_servers, **FAST) if producer_kind == "producer" else MockProducer()
+    async with producer:
+        with pytest.raises(RecordSourceError, match="none was sent") as raised:
+            await producer.send_many(Unopenable())
+    assert isinstance(raised.value.__cause__, OSError)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
@@ -42,6 +43,7 @@ from aioproducer.models import Headers, ProducerRecord, RecordMetadata, TableRep
 from aioproducer.network.metadata import TopicInfo
 from aioproducer.observability.health import Health
 from aioproducer.observability.metrics import MetricsSnapshot
+from aioproducer.producer_bulk import STREAM_CHUNK
 from aioproducer.serializers import RecordSerializer
 from aioproducer.settings import ProducerSettings
 from aioproducer.testing.mock_log import MockLog
@@ -331,9 +333,23 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
             self._txn.check_send(transaction)
             if transaction is None:
                 transaction = self._txn.state.transactions_begun
+        bulk = BulkDeliveries()
+        if self._record_serializer is None and isinstance(records, Iterator):
+            # As the Producer: an iterator is read a chunk at a time, and no further once buffering is refused.
+            while True:
+                chunk, unread = read_records(itertools.islice(records, STREAM_CHUNK))
+                self._buffer_records(chunk, chunk, list(range(len(chunk))), bulk, transaction)
+                if unread is not None:
+                    raise RecordSourceError(
+                        f"reading the records raised {unread!r}; the {len(bulk)} read before it were buffered or "
+                        "refused (their results: its deliveries)",
+                        Deliveries(bulk, None),
+                    ) from unread
+                if len(chunk) < STREAM_CHUNK or self._refusal(transaction) is not None:
+                    return Deliveries(bulk, None)
+                await asyncio.sleep(0)
         given, unread = read_records(records)
-        if unread is not None and (self._record_serializer is not None or not isinstance(records, Iterator)):
-            # As the Producer: records read whole first (a collection, or for a serializer) are not sent in part.
+        if unread is not None:  # as the Producer: records read whole first are not sent in part
             raise RecordSourceError(
                 f"reading the records raised {unread!r}; none was sent", Deliveries(BulkDeliveries(), None)
             ) from unread
@@ -343,22 +359,41 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
             batch, refused = await self._record_serializer.apply_many(given)
         # Where each record of `batch` stands in what was given (refused records are not in `batch`).
         positions = [n for n in range(len(given)) if n not in refused]
-        bulk = BulkDeliveries()
+        self._buffer_records(given, batch, positions, bulk, transaction)
+        return Deliveries(bulk, refused)
+
+    def _refusal(self, transaction: int | None) -> AioProducerError | None:
+        """Why no more records may be buffered (the mock closed, or the call's transaction ended), if so."""
+        try:
+            self._check_running()
+            if self._txn is not None:
+                self._txn.check_send(transaction)
+        except AioProducerError as exc:
+            return exc
+        return None
+
+    def _buffer_records(
+        self,
+        given: Sequence[Any],
+        batch: Sequence[Any],
+        positions: list[int],
+        bulk: BulkDeliveries,
+        transaction: int | None,
+    ) -> None:
+        """Buffer `batch` (what is left of `given` once the serializers refused some; `positions` maps the one to
+        the other), each record's Delivery or error added to `bulk` after those it already holds."""
+        base = len(bulk)
         index = 0
         now_ms = int(time.time() * 1000)
         while index < len(batch):
             start = index
-            if self._state != _RUNNING or self._txn is not None:
-                # The mock may have closed, or the transaction ended, while the serializers ran: as the producer
-                # does, the records not yet buffered fail in their places (a closed mock would never settle them).
-                try:
-                    self._check_running()
-                    if self._txn is not None:
-                        self._txn.check_send(transaction)
-                except AioProducerError as exc:
-                    for _ in range(index, len(batch)):
-                        bulk.add(exc)
-                    break
+            # The mock may have closed, or the transaction ended, while the serializers ran: as the producer does,
+            # the records not yet buffered fail in their places (a closed mock would never settle them).
+            refusal = self._refusal(transaction) if self._state != _RUNNING or self._txn is not None else None
+            if refusal is not None:
+                for _ in range(index, len(batch)):
+                    bulk.add(refusal)
+                break
             if self.send_error is not None:
                 bulk.add(self.send_error)
                 index += 1
@@ -369,23 +404,20 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
                         bulk.add(self._place(prepared))
                     except AioProducerError as exc:
                         bulk.add(exc)
-            self._remember(given, positions, start, index, bulk)
-        deliveries = Deliveries(bulk, refused)
-        if unread is not None:  # as the Producer: what the iterator yielded before it raised is sent
-            raise RecordSourceError(
-                f"reading the records raised {unread!r}; the {len(bulk)} read before it are sent", deliveries
-            ) from unread
-        return deliveries
+            self._remember(given, positions, base, start, index, bulk)
 
     async def wait(self, deliveries: Iterable[Any]) -> list[RecordMetadata | BaseException]:
         """Wait for many records' deliveries, as `Producer.wait`: one result per item, in order, its RecordMetadata
         or the exception it failed with (never raised). In manual mode it waits until the test completes them."""
         return await wait_all(deliveries)
 
-    def _remember(self, given: Sequence[Any], positions: list[int], start: int, end: int, bulk: BulkDeliveries) -> None:
-        # Which records the appender accepted (a Delivery) rather than refused (an error) at the call.
+    def _remember(
+        self, given: Sequence[Any], positions: list[int], base: int, start: int, end: int, bulk: BulkDeliveries
+    ) -> None:
+        # Which records the appender accepted (a Delivery) rather than refused (an error) at the call; `bulk` holds
+        # them from `base` on.
         for position in range(start, end):
-            if bulk.is_delivery(position):
+            if bulk.is_delivery(base + position):
                 record = given[positions[position]]
                 self._log.given(record if isinstance(record, ProducerRecord) else record_of(record))
 
