@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from aioproducer.append.appender import YIELD_AFTER_BYTES, Appender, PreparedRecord
+from aioproducer.append.appender import YIELD_AFTER_BYTES, YIELD_AFTER_S, Appender, PreparedRecord
 from aioproducer.deliveries.bulk import BulkDeliveries, Deliveries
 from aioproducer.deliveries.delivery import Delivery
 from aioproducer.errors import AioProducerError, RecordSourceError
@@ -24,10 +24,12 @@ from aioproducer.observability.record_hooks import CallWatch, RecordHooks
 from aioproducer.serializers import RecordSerializer
 from aioproducer.validation import read_records
 
-# How many records `_buffer_stream` reads from an iterator at a time: a chunk stays well under the 700 tracked
-# allocations that set off the cyclic collector's young generation, so a generator's records do not make it run
-# (a list of 10 k tuples sets it off 14 times).
+# How many records `_buffer_stream` reads from an iterator at a time, at most: a chunk stays well under the 700
+# tracked allocations that set off the cyclic collector's young generation, so a generator's records do not make it
+# run (a list of 10 k tuples sets it off 14 times). The first chunk is smaller: how long it took to read sets the size
+# of the next ones.
 STREAM_CHUNK = 256
+STREAM_FIRST_CHUNK = 16
 
 
 def records_whole(records: Iterable[Any]) -> Sequence[Any]:
@@ -108,8 +110,9 @@ class BulkMethods:
         last records are. When the producer starts closing while the call is buffering, the records not yet buffered
         fail with ProducerClosedError.
 
-        `records` is any finite iterable. A collection (a list, a set, a dict's values) is copied first, as it could
-        change while the call waits. An iterator (a generator, say) is read as the call goes, STREAM_CHUNK records
+        `records` is any finite iterable. A sequence (a list) is read in place: it must not change until the call
+        returns. Another collection (a set, a dict's values) is copied first, as it could change while the call
+        waits. An iterator (a generator, say) is read as the call goes, STREAM_CHUNK records
         at a time, so that its records never all exist at once; unless the producer has record hooks or a
         context-aware or async serializer, which take the call's records whole first. The results then cover the
         records read: once buffering is refused (closing began, or the call's transaction ended), the call reads no
@@ -200,15 +203,20 @@ class BulkMethods:
     async def _buffer_stream(
         self: BulkHost, records: Iterator[Any], appender: Appender, bulk: BulkDeliveries, transaction: int | None
     ) -> None:
-        """Buffer the records an iterator yields, STREAM_CHUNK at a time, so that they never all exist at once.
+        """Buffer the records an iterator yields, a chunk at a time, so that they never all exist at once. A chunk
+        is STREAM_CHUNK records at most, and no more than the iterator yields in YIELD_AFTER_S: the time it takes
+        counts towards the call's next yield to the loop (`_buffer_many`), as a slow caller's time between
+        `enqueue` calls does, so a slow iterator's records are buffered a few at a time and the yields stay on time.
         Should it raise, what it yielded before is buffered, then RecordSourceError holds their deliveries. Once
         buffering is refused (closing began, or the call's transaction ended), the iterator is read no further: the
         rest of the chunk read holds the refusal (an endless iterator would otherwise be read, and refused, forever).
         """
+        size = STREAM_FIRST_CHUNK
         while True:
             chunk: list[Any] = []
+            started = time.monotonic()
             try:
-                chunk.extend(itertools.islice(records, STREAM_CHUNK))  # extend keeps what it read should it raise
+                chunk.extend(itertools.islice(records, size))  # extend keeps what it read should it raise
             except Exception as exc:
                 await self._buffer_many(chunk, appender, bulk, None, transaction)
                 raise RecordSourceError(
@@ -216,10 +224,12 @@ class BulkMethods:
                     "(their results: its deliveries)",
                     Deliveries(bulk, None),
                 ) from exc
+            reading_s = time.monotonic() - started
             if chunk:
                 await self._buffer_many(chunk, appender, bulk, None, transaction)
-            if len(chunk) < STREAM_CHUNK or self._refusal(transaction) is not None:
+            if len(chunk) < size or self._refusal(transaction) is not None:
                 return  # the iterator ended (it is not asked again), or nothing more may be buffered
+            size = min(STREAM_CHUNK, max(1, int(size * YIELD_AFTER_S / reading_s))) if reading_s > 0 else STREAM_CHUNK
 
     async def _buffer_many(
         self: BulkHost,

@@ -128,11 +128,11 @@ def not_a_record(record: object) -> InvalidRecordError:
 
 
 def read_records(records: Iterable[Any]) -> tuple[Sequence[Any], Exception | None]:
-    """A `send_many` or `enqueue_many` argument read whole, into a list of its own (a tuple as it is: it cannot
-    change while the call waits, where the caller's list or dict could). Should reading it raise, what it yielded
-    before and the error (the caller decides what is sent of it); InvalidRecordError for an argument that is not
-    iterable."""
-    if type(records) is tuple:
+    """A `send_many` or `enqueue_many` argument read whole: a sequence as it is (read in place by the call), any other
+    iterable into a list of its own (a set or a dict's values could change while the call waits). Should reading it
+    raise, what it yielded before and the error (the caller decides what is sent of it); InvalidRecordError for an
+    argument that is not iterable."""
+    if isinstance(records, Sequence):
         return records, None
     try:
         iterator = iter(records)

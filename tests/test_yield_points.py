@@ -21,6 +21,7 @@ import pytest
 from aioproducer import Producer, ProducerRecord
 from aioproducer.append.appender import YIELD_AFTER_BYTES, YIELD_AFTER_BYTES_MAX, YIELD_AFTER_S
 from aioproducer.errors import WouldBlockError
+from aioproducer.producer_bulk import STREAM_FIRST_CHUNK
 from aioproducer.testing import MockCluster
 from aioproducer.validation import record_size
 
@@ -121,6 +122,13 @@ async def through_send_many(producer: Producer, topic: str, pace: Callable[[], N
     assert len(results) == COUNT and not [r for r in results if isinstance(r, BaseException)]
 
 
+async def through_send_many_over_an_iterator(
+    producer: Producer, topic: str, pace: Callable[[], None], progress: Progress
+) -> None:
+    results = await producer.send_many(iter(PacedRecords(topic, pace, progress)))  # read as the call goes
+    assert len(results) == COUNT and not [r for r in results if isinstance(r, BaseException)]
+
+
 Idiom = Callable[[Producer, str, Callable[[], None], Progress], Awaitable[None]]
 IDIOMS = [
     pytest.param(through_enqueue, id="enqueue"),
@@ -189,3 +197,11 @@ async def test_a_quick_caller_does_not_yield_at_every_yield_after_bytes(
         # yield, and the refusal was for nothing).
         marks = COUNT // AT_YIELD_AFTER_BYTES
         assert progress.refusals < marks, f"{progress.refusals} refusals for {marks} marks of 64 KiB"
+
+
+async def test_a_slow_iterator_is_read_only_a_few_records_ahead_of_the_yields(mock_cluster: MockCluster) -> None:
+    """send_many read an iterator 256 records at a time, whatever its pace: a slow one's 256 records (here 2 MB, 256
+    times the caller's own work per record) were read between two yields, however long that took. Its chunks now
+    hold what it yields in YIELD_AFTER_S, so the loop runs at every YIELD_AFTER_BYTES, a chunk's read-ahead apart."""
+    gaps, _ = await records_between_other_tasks(mock_cluster, through_send_many_over_an_iterator, slowly)
+    assert max(gaps) <= 2 * AT_YIELD_AFTER_BYTES + STREAM_FIRST_CHUNK, f"{max(gaps)} records read in one go"
