@@ -1,10 +1,11 @@
 """`Producer.send_many` and `Producer.enqueue_many`: many records buffered in order by one call, one result per
 record; mixed into `Producer`.
 
-Owns the call's path: the serializers over the whole list, buffering record after record (waiting for metadata and
-memory where one must, yielding to the loop during a long call), and handing the record hooks the call's
-`Deliveries`. How each record is appended is `append.appender`'s; how the results are kept and built is
-`deliveries.bulk`'s. What it needs of the producer it is mixed into is `BulkHost`.
+Owns the call's path: reading the records (an iterator a chunk at a time, anything else whole), the serializers
+over the whole list, buffering record after record (waiting for metadata and memory where one must, yielding to the
+loop during a long call), and handing the record hooks the call's `Deliveries`. How each record is appended is
+`append.appender`'s; how the results are kept and built is `deliveries.bulk`'s. What it needs of the producer it is
+mixed into is `BulkHost`.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ STREAM_FIRST_CHUNK = 16
 
 
 def records_whole(records: Iterable[Any]) -> Sequence[Any]:
-    """`records` read whole, into a list of its own (`read_records`); InvalidRecordError for one that is not
-    iterable, RecordSourceError when reading it raised (then nothing of it is buffered)."""
+    """`records` read whole (`read_records`: a sequence as it is); InvalidRecordError for one that is not iterable,
+    RecordSourceError when reading it raised (then nothing of it is buffered)."""
     whole, error = read_records(records)
     if error is not None:
         raise RecordSourceError(
@@ -112,15 +113,15 @@ class BulkMethods:
 
         `records` is any finite iterable. A sequence (a list) is read in place: it must not change until the call
         returns. Another collection (a set, a dict's values) is copied first, as it could change while the call
-        waits. An iterator (a generator, say) is read as the call goes, STREAM_CHUNK records
-        at a time, so that its records never all exist at once; unless the producer has record hooks or a
-        context-aware or async serializer, which take the call's records whole first. The results then cover the
-        records read: once buffering is refused (closing began, or the call's transaction ended), the call reads no
-        further. Should reading `records` raise an `Exception`, the call raises RecordSourceError (that error as
-        its cause), whose `deliveries` hold the result of each record read before it: those records were buffered
-        or refused, as any call's (none is buffered when the call reads its records whole first). A call cancelled
-        while it reads an iterator, or interrupted by an exception that is not an `Exception`, may leave up to
-        STREAM_CHUNK - 1 records it had read neither buffered nor failed.
+        waits. An iterator (a generator, say) is read as the call goes, up to STREAM_CHUNK records at a time, so
+        that its records never all exist at once; unless the producer has record hooks or a context-aware or async
+        serializer, which take the call's records whole first. The results then cover the records read: once
+        buffering is refused (closing began, or the call's transaction ended), the call reads no further. Should
+        reading `records` raise an `Exception`, the call raises RecordSourceError (that error as its cause), whose
+        `deliveries` hold the result of each record read before it: those records were buffered or refused, as any
+        call's (none is buffered when the call reads its records whole first). A call cancelled while it reads an
+        iterator, or interrupted by an exception that is not an `Exception`, may leave up to STREAM_CHUNK - 1
+        records it had read neither buffered nor failed.
         """
         if self._record_hooks is not None:
             return await self._record_hooks.around_send_many(

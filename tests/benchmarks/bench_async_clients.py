@@ -144,7 +144,7 @@ class AioproducerClient:
             raise RuntimeError(f"{failed} record(s) failed")
 
     async def bulk_stream(self, values: Sequence[bytes], chunk: int) -> None:
-        """`send_many` over a generator of each chunk's 6-tuples: read as the call goes (a chunk of 256 at a time),
+        """`send_many` over a generator of each chunk's 6-tuples: read as the call goes (up to 256 at a time),
         so the tuples are never all alive at once and never set off the cyclic collector."""
         send_many, topic = self.producer.send_many, self.topic
         failed = 0
