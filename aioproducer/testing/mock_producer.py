@@ -387,8 +387,9 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
         now_ms = int(time.time() * 1000)
         while index < len(batch):
             start = index
-            # The mock may have closed, or the transaction ended, while the serializers ran: as the producer does,
-            # the records not yet buffered fail in their places (a closed mock would never settle them).
+            # The mock may have closed, or the transaction ended, while the serializers ran or between an iterator's
+            # chunks: as the producer does, the records not yet buffered fail in their places (a closed mock would
+            # never settle them).
             refusal = self._refusal(transaction) if self._state != _RUNNING or self._txn is not None else None
             if refusal is not None:
                 for _ in range(index, len(batch)):
