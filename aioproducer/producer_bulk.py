@@ -38,10 +38,17 @@ def records_whole(records: Iterable[Any]) -> Sequence[Any]:
     RecordSourceError when reading it raised (then nothing of it is buffered)."""
     whole, error = read_records(records)
     if error is not None:
-        raise RecordSourceError(
-            f"reading the records raised {error!r}; none was sent", Deliveries(BulkDeliveries(), None)
-        ) from error
+        raise reading_failed(error, BulkDeliveries()) from error
     return whole
+
+
+def reading_failed(error: Exception, bulk: BulkDeliveries) -> RecordSourceError:
+    """The error of a call whose records raised `error` as it read them; `bulk` holds the results of those it read
+    before (buffered or refused)."""
+    done = f"the {len(bulk)} read before it were buffered or refused (their results: its deliveries)"
+    return RecordSourceError(
+        f"reading the records raised {error!r}; {done if len(bulk) else 'none was sent'}", Deliveries(bulk, None)
+    )
 
 
 if TYPE_CHECKING:
@@ -220,11 +227,7 @@ class BulkMethods:
                 chunk.extend(itertools.islice(records, size))  # extend keeps what it read should it raise
             except Exception as exc:
                 await self._buffer_many(chunk, appender, bulk, None, transaction)
-                raise RecordSourceError(
-                    f"reading the records raised {exc!r}; the {len(bulk)} read before it were buffered or refused "
-                    "(their results: its deliveries)",
-                    Deliveries(bulk, None),
-                ) from exc
+                raise reading_failed(exc, bulk) from exc
             reading_s = time.monotonic() - started
             if chunk:
                 await self._buffer_many(chunk, appender, bulk, None, transaction)

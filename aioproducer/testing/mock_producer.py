@@ -35,7 +35,6 @@ from aioproducer.errors import (
     KafkaTimeoutError,
     MetadataTimeoutError,
     ProducerClosedError,
-    RecordSourceError,
     TransactionStateError,
     WouldBlockError,
 )
@@ -43,7 +42,7 @@ from aioproducer.models import Headers, ProducerRecord, RecordMetadata, TableRep
 from aioproducer.network.metadata import TopicInfo
 from aioproducer.observability.health import Health
 from aioproducer.observability.metrics import MetricsSnapshot
-from aioproducer.producer_bulk import STREAM_CHUNK
+from aioproducer.producer_bulk import STREAM_CHUNK, reading_failed, records_whole
 from aioproducer.serializers import RecordSerializer
 from aioproducer.settings import ProducerSettings
 from aioproducer.testing.mock_log import MockLog
@@ -340,19 +339,11 @@ class MockProducer(TransactionalMethods, MockTransactionControls):
                 chunk, unread = read_records(itertools.islice(records, STREAM_CHUNK))
                 self._buffer_records(chunk, chunk, list(range(len(chunk))), bulk, transaction)
                 if unread is not None:
-                    raise RecordSourceError(
-                        f"reading the records raised {unread!r}; the {len(bulk)} read before it were buffered or "
-                        "refused (their results: its deliveries)",
-                        Deliveries(bulk, None),
-                    ) from unread
+                    raise reading_failed(unread, bulk) from unread
                 if len(chunk) < STREAM_CHUNK or self._refusal(transaction) is not None:
                     return Deliveries(bulk, None)
                 await asyncio.sleep(0)
-        given, unread = read_records(records)
-        if unread is not None:  # as the Producer: records read whole first are not sent in part
-            raise RecordSourceError(
-                f"reading the records raised {unread!r}; none was sent", Deliveries(BulkDeliveries(), None)
-            ) from unread
+        given = records_whole(records)  # as the Producer: records read whole first are not sent in part
         batch: Sequence[Any] = given
         refused: dict[int, AioProducerError] = {}
         if self._record_serializer is not None:
